@@ -1,0 +1,135 @@
+"""The public entry point: check the contract, allocate, launch."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+import numpy
+
+from ._loader import get_kernel
+from .variants import get_variant
+
+_INT32_MAX = 2**31 - 1
+_GRID_Y_MAX = 65535  # CUDA's limit on gridDim.y; gridDim.x may reach 2^31 - 1
+
+
+class NoDeviceError(RuntimeError):
+    """No usable CUDA device (no GPU, no driver, or CuPy not installed)."""
+
+
+_device_seen = False
+
+
+def _require_device() -> None:
+    global _device_seen
+    if _device_seen:
+        return
+    try:
+        import cupy
+
+        count = cupy.cuda.runtime.getDeviceCount()
+    except ImportError as exc:
+        raise NoDeviceError(
+            "CuPy is not installed: install the build for your CUDA driver, "
+            "pip install 'gemm-regress[cuda12]' or 'gemm-regress[cuda13]'"
+        ) from exc
+    except Exception as exc:  # CUDARuntimeError when there is no driver or no device
+        raise NoDeviceError(
+            f"no CUDA device is available ({exc}); gemm needs an NVIDIA GPU with a working driver"
+        ) from exc
+    if count == 0:
+        raise NoDeviceError("no CUDA device is available; gemm needs an NVIDIA GPU")
+    _device_seen = True
+
+
+def _check_operand(name: str, x, cupy) -> None:
+    if not isinstance(x, cupy.ndarray):
+        hint = " move it to the GPU with cupy.asarray()" if isinstance(x, numpy.ndarray) else ""
+        raise TypeError(f"{name} must be a cupy.ndarray, got {type(x).__module__}.{type(x).__name__};{hint}")
+    if x.dtype != cupy.float32:
+        raise TypeError(
+            f"{name} has dtype {x.dtype}; gemm computes in float32 only and never casts silently: "
+            f"pass {name}.astype(cupy.float32) if that is what you mean"
+        )
+    if x.ndim != 2:
+        raise ValueError(f"{name} must be a 2-D matrix, got {x.ndim}-D with shape {x.shape}")
+    if x.device != cupy.cuda.Device():
+        raise ValueError(
+            f"{name} lives on device {x.device.id} but the current device is "
+            f"{cupy.cuda.Device().id}; use `with cupy.cuda.Device({x.device.id}):`"
+        )
+
+
+def _grid(variant, config, m: int, n: int) -> tuple[int, int, int]:
+    tile_m, tile_n = variant.tile(config)
+    grid = (-(-n // tile_n), -(-m // tile_m), 1)
+    if grid[1] > _GRID_Y_MAX:
+        raise ValueError(
+            f"M = {m} needs {grid[1]} row blocks for variant {variant.name!r}, over CUDA's "
+            f"grid limit of {_GRID_Y_MAX}; split A into row blocks of at most "
+            f"{_GRID_Y_MAX * tile_m} rows"
+        )
+    return grid
+
+
+def matmul(a, b, variant: str = "coarsened", out=None, config: Mapping[str, int] | None = None):
+    """C = A·B for float32 CuPy matrices A (M×K) and B (K×N), with the named variant.
+
+    ``out``, if given, receives C: a C-contiguous float32 M×N CuPy array that overlaps neither
+    input. ``config`` overrides the variant's compile-time constants (see ``gemm.VARIANTS``).
+    Inputs need not be contiguous (a transposed view is copied first). Raises TypeError or
+    ValueError on a bad argument and NoDeviceError without a usable GPU, all before any launch.
+    """
+    chosen = get_variant(variant)
+    settings = chosen.resolve(config)
+    _require_device()
+    import cupy
+
+    _check_operand("a", a, cupy)
+    _check_operand("b", b, cupy)
+    (m, k), (k_b, n) = a.shape, b.shape
+    if k != k_b:
+        raise ValueError(
+            f"inner dimensions differ: a is {m}×{k} and b is {k_b}×{n}; "
+            f"a's column count must equal b's row count"
+        )
+    for dim_name, dim in (("M", m), ("N", n), ("K", k)):
+        if dim > _INT32_MAX:
+            raise ValueError(f"{dim_name} = {dim} exceeds the kernels' 32-bit dimension limit")
+
+    if out is None:
+        out = cupy.empty((m, n), dtype=cupy.float32)
+    else:
+        if not isinstance(out, cupy.ndarray):
+            raise TypeError(f"out must be a cupy.ndarray, got {type(out).__name__}")
+        if out.dtype != cupy.float32 or out.shape != (m, n):
+            raise ValueError(
+                f"out must be float32 with shape ({m}, {n}), got {out.dtype} with shape {out.shape}"
+            )
+        if not out.flags.c_contiguous:
+            raise ValueError("out must be C-contiguous: the kernels write rows of C in place")
+        if out.device != cupy.cuda.Device():
+            raise ValueError(f"out lives on device {out.device.id}, not the current device")
+        if out.size and (cupy.may_share_memory(out, a) or cupy.may_share_memory(out, b)):
+            raise ValueError("out overlaps a or b; the kernels would read values they already wrote")
+
+    if chosen.is_library:
+        if os.environ.get("CUPY_TF32", "0") not in ("", "0"):
+            raise RuntimeError(
+                "CUPY_TF32 is set, so cuBLAS would round inputs to TF32; unset it for a float32 baseline"
+            )
+        return cupy.matmul(a, b, out=out)
+
+    grid = _grid(chosen, settings, m, n)
+    if m == 0 or n == 0:
+        return out
+    if k == 0:
+        out.fill(0)  # an empty sum
+        return out
+    # The kernels index rows directly, so strided views are made contiguous first.
+    a = cupy.ascontiguousarray(a)
+    b = cupy.ascontiguousarray(b)
+    kernel = get_kernel(chosen, settings)
+    kernel(grid, chosen.threads(settings), (a, b, out, numpy.int32(m), numpy.int32(n), numpy.int32(k)))
+    return out

@@ -1,0 +1,170 @@
+// C[M×N] = A[M×K]·B[K×N], float32, row-major. Step 3: tiled + coarsened. A block computes a BM×BN
+// tile of C from BK-deep shared-memory tiles; each thread keeps TM×TN outputs in registers, so one
+// value read from shared memory feeds TN (or TM) multiply-adds instead of one.
+// Block (BM/TM)·(BN/TN) threads (1-D); grid ceil(N/BN) × ceil(M/BM).
+#ifndef BM
+#define BM 128
+#endif
+#ifndef BN
+#define BN 128
+#endif
+#ifndef BK
+#define BK 8
+#endif
+#ifndef TM
+#define TM 8
+#endif
+#ifndef TN
+#define TN 8
+#endif
+// Blocks per multiprocessor the compiler must leave registers for (__launch_bounds__).
+#ifndef MIN_BLOCKS
+#define MIN_BLOCKS 2
+#endif
+
+#define THREADS_X (BN / TN)
+#define THREADS_Y (BM / TM)
+#define THREADS (THREADS_X * THREADS_Y)
+#define A_LOADS (BM * BK / 4 / THREADS)  // float4 loads per thread per A tile
+#define B_LOADS (BK * BN / 4 / THREADS)  // float4 loads per thread per B tile
+// Row padding of the transposed A tile: the 4-float shift spreads the transposing stores over all
+// 32 banks, and keeps each row 16-byte aligned for the float4 reads.
+#define AS_PAD 4
+
+static_assert(TM % 4 == 0 && TN % 4 == 0, "a thread's outputs come in groups of four (float4)");
+static_assert(BM % TM == 0 && BN % TN == 0, "the block tile splits evenly into thread tiles");
+static_assert(BK % 4 == 0 && BN % 4 == 0, "tiles are loaded as float4");
+static_assert((BM * BK) % (4 * THREADS) == 0, "the A tile splits evenly over the threads");
+static_assert((BK * BN) % (4 * THREADS) == 0, "the B tile splits evenly over the threads");
+
+extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
+gemm_coarsened(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,
+               int M, int N, int K)
+{
+    // Two buffers: while one is read for this K-step, the next step's tiles are stored in the
+    // other, so a single barrier per step suffices.
+    __shared__ __align__(16) float As[2][BK][BM + AS_PAD];  // A tile, transposed: k-major
+    __shared__ __align__(16) float Bs[2][BK][BN];
+
+    const int tid = threadIdx.x;
+    const int tx = tid % THREADS_X, ty = tid / THREADS_X;
+    const int row0 = blockIdx.y * BM, col0 = blockIdx.x * BN;
+
+    // float4 global accesses need every row start 16-byte aligned; otherwise take the scalar path.
+    // The condition is the same for the whole grid, so the branch never diverges.
+    const bool vec = (K % 4 == 0) && (N % 4 == 0) &&
+                     ((reinterpret_cast<size_t>(A) | reinterpret_cast<size_t>(B) |
+                       reinterpret_cast<size_t>(C)) % 16 == 0);
+
+    float4 a_next[A_LOADS], b_next[B_LOADS];
+
+    // Fetch the K-step starting at k0 into registers; zero past every edge of A and B.
+    auto fetch = [&](int k0) {
+#pragma unroll
+        for (int l = 0; l < A_LOADS; ++l) {
+            const int f = tid + l * THREADS;
+            const int r = row0 + f / (BK / 4), k = k0 + (f % (BK / 4)) * 4;
+            const float* p = A + (size_t)r * K + k;
+            if (vec) {
+                a_next[l] = (r < M && k < K) ? *reinterpret_cast<const float4*>(p)
+                                             : make_float4(0.f, 0.f, 0.f, 0.f);
+            } else {
+                const bool in = r < M;
+                a_next[l] = make_float4(in && k < K ? p[0] : 0.f, in && k + 1 < K ? p[1] : 0.f,
+                                        in && k + 2 < K ? p[2] : 0.f, in && k + 3 < K ? p[3] : 0.f);
+            }
+        }
+#pragma unroll
+        for (int l = 0; l < B_LOADS; ++l) {
+            const int f = tid + l * THREADS;
+            const int k = k0 + f / (BN / 4), c = col0 + (f % (BN / 4)) * 4;
+            const float* p = B + (size_t)k * N + c;
+            if (vec) {
+                b_next[l] = (k < K && c < N) ? *reinterpret_cast<const float4*>(p)
+                                             : make_float4(0.f, 0.f, 0.f, 0.f);
+            } else {
+                const bool in = k < K;
+                b_next[l] = make_float4(in && c < N ? p[0] : 0.f, in && c + 1 < N ? p[1] : 0.f,
+                                        in && c + 2 < N ? p[2] : 0.f, in && c + 3 < N ? p[3] : 0.f);
+            }
+        }
+    };
+    auto stash = [&](int buf) {
+#pragma unroll
+        for (int l = 0; l < A_LOADS; ++l) {
+            const int f = tid + l * THREADS;
+            const int r = f / (BK / 4), k = (f % (BK / 4)) * 4;
+            As[buf][k + 0][r] = a_next[l].x;
+            As[buf][k + 1][r] = a_next[l].y;
+            As[buf][k + 2][r] = a_next[l].z;
+            As[buf][k + 3][r] = a_next[l].w;
+        }
+#pragma unroll
+        for (int l = 0; l < B_LOADS; ++l) {
+            const int f = tid + l * THREADS;
+            *reinterpret_cast<float4*>(&Bs[buf][f / (BN / 4)][(f % (BN / 4)) * 4]) = b_next[l];
+        }
+    };
+
+    // A thread owns rows ty*4 + i + g*4*THREADS_Y and columns tx*4 + j + g*4*THREADS_X: groups of
+    // four strided across the tile, so a warp's float4 reads of a B row are contiguous.
+    float acc[TM][TN];
+#pragma unroll
+    for (int i = 0; i < TM; ++i)
+#pragma unroll
+        for (int j = 0; j < TN; ++j) acc[i][j] = 0.0f;
+
+    fetch(0);
+    stash(0);
+    __syncthreads();
+
+    int buf = 0;
+    for (int k0 = 0; k0 < K; k0 += BK) {
+        const bool more = k0 + BK < K;
+        if (more) fetch(k0 + BK);  // global loads in flight while this step computes
+
+#pragma unroll
+        for (int k = 0; k < BK; ++k) {
+            float a[TM], b[TN];
+#pragma unroll
+            for (int g = 0; g < TM / 4; ++g) {
+                const float4 v = *reinterpret_cast<const float4*>(&As[buf][k][g * 4 * THREADS_Y + ty * 4]);
+                a[g * 4 + 0] = v.x; a[g * 4 + 1] = v.y; a[g * 4 + 2] = v.z; a[g * 4 + 3] = v.w;
+            }
+#pragma unroll
+            for (int g = 0; g < TN / 4; ++g) {
+                const float4 v = *reinterpret_cast<const float4*>(&Bs[buf][k][g * 4 * THREADS_X + tx * 4]);
+                b[g * 4 + 0] = v.x; b[g * 4 + 1] = v.y; b[g * 4 + 2] = v.z; b[g * 4 + 3] = v.w;
+            }
+#pragma unroll
+            for (int i = 0; i < TM; ++i)
+#pragma unroll
+                for (int j = 0; j < TN; ++j) acc[i][j] += a[i] * b[j];
+        }
+
+        if (more) stash(buf ^ 1);  // the other buffer was last read before the previous barrier
+        __syncthreads();
+        buf ^= 1;
+    }
+
+#pragma unroll
+    for (int gi = 0; gi < TM / 4; ++gi)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            const int r = row0 + gi * 4 * THREADS_Y + ty * 4 + i;
+            if (r >= M) continue;
+#pragma unroll
+            for (int gj = 0; gj < TN / 4; ++gj) {
+                const int c = col0 + gj * 4 * THREADS_X + tx * 4;
+                const float* v = &acc[gi * 4 + i][gj * 4];
+                float* p = C + (size_t)r * N + c;
+                if (vec && c < N) {
+                    *reinterpret_cast<float4*>(p) = make_float4(v[0], v[1], v[2], v[3]);
+                } else {
+#pragma unroll
+                    for (int j = 0; j < 4; ++j)
+                        if (c + j < N) p[j] = v[j];
+                }
+            }
+        }
+}
