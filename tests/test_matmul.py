@@ -1,0 +1,257 @@
+"""Tests for gemm.matmul: every variant and configuration is right for any shape, and bad input is refused."""
+
+from __future__ import annotations
+
+import math
+
+import numpy
+import pytest
+
+import gemm
+from gemm import VARIANTS, matmul
+
+from conftest import gpu_unavailable_reason
+
+gpu = pytest.mark.gpu
+
+# Relative Frobenius error bound against a float64 reference. A float32 dot product of K terms
+# accumulates rounding error of about sqrt(K)·u relative to its value (u = 2^-24) when terms have
+# random signs; 8·sqrt(K)·u leaves a factor of 8 margin, yet any indexing, bounds or race bug
+# errs by O(1) and TF32 (u = 2^-11) by ~1e-3.
+UNIT_ROUNDOFF = 2.0**-24
+
+
+def error_bound(k: int) -> float:
+    return max(8 * math.sqrt(k) * UNIT_ROUNDOFF, 1e-6)
+
+
+# (M, N, K): edges of every tile size in the registry, primes, degenerate and lopsided shapes.
+AWKWARD_SHAPES = [
+    (1, 1, 1),
+    (1, 257, 31),  # one row
+    (257, 1, 31),  # one column
+    (17, 17, 17),
+    (31, 127, 257),
+    (127, 257, 31),
+    (257, 31, 127),
+    (33, 33, 33),  # one past a 32 tile
+    (129, 129, 129),  # one past a 128 tile
+    (129, 33, 257),
+    (128, 132, 130),  # N a multiple of 4, K not: the coarsened kernel's scalar path
+    (132, 128, 132),  # all multiples of 4: its float4 path with partial tiles
+    (4099, 3, 17),  # tall and skinny
+    (3, 4099, 17),  # wide
+    (16, 16, 65537),  # K far larger than M and N
+]
+
+KERNEL_CONFIGS = [
+    pytest.param(v.name, dict(c), id=f"{v.name}-" + "-".join(f"{k}{x}" for k, x in c.items()))
+    for v in VARIANTS.values()
+    if not v.is_library
+    for c in v.configs
+] + [pytest.param("cublas", None, id="cublas")]
+
+
+def reference(a, b):
+    """C in float64 from the same float32 inputs."""
+    import cupy
+
+    return cupy.matmul(a.astype(cupy.float64), b.astype(cupy.float64))
+
+
+def relative_error(c, ref) -> float:
+    import cupy
+
+    ref_norm = float(cupy.linalg.norm(ref))
+    diff = float(cupy.linalg.norm(c.astype(cupy.float64) - ref))
+    return diff / ref_norm if ref_norm else diff
+
+
+def poisoned(m, n):
+    """An output buffer full of NaN: any element a kernel fails to write fails the check."""
+    import cupy
+
+    return cupy.full((m, n), cupy.nan, dtype=cupy.float32)
+
+
+def check(c, a, b):
+    import cupy
+
+    assert bool(cupy.isfinite(c).all()), "some elements of C were not written (NaN poison left)"
+    err = relative_error(c, reference(a, b))
+    assert err <= error_bound(a.shape[1]), f"relative error {err:.2e} > bound {error_bound(a.shape[1]):.2e}"
+
+
+@gpu
+@pytest.mark.parametrize(("variant", "config"), KERNEL_CONFIGS)
+@pytest.mark.parametrize("shape", AWKWARD_SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_awkward_shapes(variant, config, shape, rng):
+    """Every variant and configuration matches float64 on awkward shapes, writing every element."""
+    import cupy
+
+    m, n, k = shape
+    a = rng.standard_normal((m, k), dtype=cupy.float32)
+    b = rng.standard_normal((k, n), dtype=cupy.float32)
+    c = poisoned(m, n)
+    assert matmul(a, b, variant=variant, out=c, config=config) is c
+    check(c, a, b)
+
+
+@gpu
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_large_square(variant, rng):
+    """4096² with the default configuration, returned in a fresh array."""
+    import cupy
+
+    a = rng.standard_normal((4096, 4096), dtype=cupy.float32)
+    b = rng.standard_normal((4096, 4096), dtype=cupy.float32)
+    check(matmul(a, b, variant=variant), a, b)
+
+
+@gpu
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_repeatable(variant, rng):
+    """Two runs on the same inputs agree bit for bit: a race would make them differ."""
+    import cupy
+
+    a = rng.standard_normal((515, 1031), dtype=cupy.float32)
+    b = rng.standard_normal((1031, 771), dtype=cupy.float32)
+    first = matmul(a, b, variant=variant, out=poisoned(515, 771))
+    second = matmul(a, b, variant=variant, out=poisoned(515, 771))
+    assert bool((first == second).all())
+
+
+@gpu
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_non_contiguous_inputs(variant, rng):
+    """Transposed and strided views, and a contiguous view off 16-byte alignment, give right answers."""
+    import cupy
+
+    at = rng.standard_normal((96, 130), dtype=cupy.float32)  # a = at.T is 130×96, F-ordered
+    b_wide = rng.standard_normal((96, 2 * 67), dtype=cupy.float32)
+    a, b = at.T, b_wide[:, ::2]
+    check(matmul(a, b, variant=variant, out=poisoned(130, 67)), a, b)
+    # Starts one float past an aligned allocation, with K and N multiples of 4.
+    flat = rng.standard_normal(132 * 132 + 1, dtype=cupy.float32)
+    a = flat[1:].reshape(132, 132)
+    check(matmul(a, a, variant=variant, out=poisoned(132, 132)), a, a)
+
+
+@gpu
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_zero_sized(variant, rng):
+    """K = 0 gives zeros (an empty sum); M = 0 or N = 0 gives an empty C."""
+    import cupy
+
+    c = matmul(cupy.empty((5, 0), cupy.float32), cupy.empty((0, 7), cupy.float32), variant=variant,
+               out=poisoned(5, 7))
+    assert c.shape == (5, 7) and not bool(c.any())
+    assert matmul(cupy.empty((0, 3), cupy.float32), rng.random((3, 4), dtype=cupy.float32),
+                  variant=variant).shape == (0, 4)
+    assert matmul(rng.random((4, 3), dtype=cupy.float32), cupy.empty((3, 0), cupy.float32),
+                  variant=variant).shape == (4, 0)
+
+
+@gpu
+@pytest.mark.parametrize("variant", list(VARIANTS))
+@pytest.mark.parametrize(
+    "shape",
+    [(40_000, 2, 60_000), (2, 40_000, 60_000), (46_341, 46_341, 2)],
+    ids=["A-offsets", "B-offsets", "C-offsets"],
+)
+def test_offsets_beyond_int32(variant, shape, rng):
+    """Matrices of more than 2^31 elements (8.6 GB each) are indexed with 64-bit offsets."""
+    import cupy
+
+    m, n, k = shape
+    assert max(m * k, k * n, m * n) > 2**31
+    a = rng.standard_normal((m, k), dtype=cupy.float32)
+    b = rng.standard_normal((k, n), dtype=cupy.float32)
+    c = matmul(a, b, variant=variant, out=poisoned(m, n))
+    assert bool(cupy.isfinite(c).all())
+    # The last rows and columns sit past the 2^31 offset; compare them (and the first) in float64.
+    rows = cupy.r_[0:32, m - 32:m] if m > 64 else cupy.arange(m)
+    cols = cupy.r_[0:32, n - 32:n] if n > 64 else cupy.arange(n)
+    ref = reference(a[rows], b[:, cols])
+    assert relative_error(c[rows][:, cols], ref) <= error_bound(k)
+    del a, b, c
+    cupy.get_default_memory_pool().free_all_blocks()
+
+
+class TestBadInput:
+    """Bad arguments raise a clear error before any launch."""
+
+    @gpu
+    def test_not_cupy(self):
+        """A NumPy array is refused with a hint to move it to the GPU."""
+        import cupy
+
+        with pytest.raises(TypeError, match="cupy.asarray"):
+            matmul(numpy.ones((2, 2), numpy.float32), cupy.ones((2, 2), cupy.float32))
+
+    @gpu
+    @pytest.mark.parametrize("dtype", ["float64", "float16", "int32"])
+    def test_wrong_dtype(self, dtype):
+        """Anything but float32 is refused, never cast silently."""
+        import cupy
+
+        with pytest.raises(TypeError, match=f"dtype {dtype}.*float32 only"):
+            matmul(cupy.ones((2, 2), dtype), cupy.ones((2, 2), cupy.float32))
+
+    @gpu
+    def test_not_2d(self):
+        """1-D and 3-D operands are refused with their shapes."""
+        import cupy
+
+        with pytest.raises(ValueError, match="2-D matrix, got 1-D"):
+            matmul(cupy.ones(4, cupy.float32), cupy.ones((4, 2), cupy.float32))
+        with pytest.raises(ValueError, match="got 3-D"):
+            matmul(cupy.ones((2, 2), cupy.float32), cupy.ones((2, 2, 2), cupy.float32))
+
+    @gpu
+    def test_inner_dimensions(self):
+        """Mismatched inner dimensions name both shapes."""
+        import cupy
+
+        with pytest.raises(ValueError, match="inner dimensions differ: a is 3×4 and b is 5×6"):
+            matmul(cupy.ones((3, 4), cupy.float32), cupy.ones((5, 6), cupy.float32))
+
+    @gpu
+    @pytest.mark.parametrize(
+        ("out_shape", "out_dtype", "error", "message"),
+        [
+            ((3, 5), "float32", ValueError, r"shape \(3, 6\)"),
+            ((3, 6), "float64", ValueError, "must be float32"),
+            (None, None, TypeError, "out must be a cupy.ndarray"),
+        ],
+    )
+    def test_bad_out(self, out_shape, out_dtype, error, message):
+        """out of the wrong shape, dtype or type is refused."""
+        import cupy
+
+        out = numpy.empty((3, 6), numpy.float32) if out_shape is None else cupy.empty(out_shape, out_dtype)
+        with pytest.raises(error, match=message):
+            matmul(cupy.ones((3, 4), cupy.float32), cupy.ones((4, 6), cupy.float32), out=out)
+
+    @gpu
+    def test_out_not_contiguous_or_overlapping(self):
+        """A strided out, or one that aliases an input, is refused."""
+        import cupy
+
+        a = cupy.ones((4, 4), cupy.float32)
+        with pytest.raises(ValueError, match="C-contiguous"):
+            matmul(a, a, out=cupy.empty((4, 8), cupy.float32)[:, ::2])
+        with pytest.raises(ValueError, match="overlaps"):
+            matmul(a, cupy.ones((4, 4), cupy.float32), out=a)
+
+    def test_unknown_variant(self):
+        """An unknown variant is refused before anything touches the GPU."""
+        with pytest.raises(ValueError, match="unknown GEMM variant 'fastest'"):
+            matmul(None, None, variant="fastest")
+
+    def test_no_device(self):
+        """Without a usable GPU, matmul raises NoDeviceError saying so."""
+        if gpu_unavailable_reason() is None:
+            pytest.skip("a GPU is present, so the no-device path cannot be reached")
+        with pytest.raises(gemm.NoDeviceError, match="no CUDA device|CuPy is not installed"):
+            matmul(numpy.ones((2, 2), numpy.float32), numpy.ones((2, 2), numpy.float32))
