@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# GPU evidence in one call: the GPU tests, compute-sanitizer, and the speed-up report. The
+# self-hosted runner's job runs this same script. Usage: scripts/gpu-suite.sh OUTDIR
+# Exit: 0 all passed; 1 a test, sanitizer check or correctness check failed; 4 no usable GPU.
+set -uo pipefail
+out=${1:?usage: scripts/gpu-suite.sh OUTDIR}
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+source "$(dirname "$0")/_env.sh"
+set +e
+cd "$repo"
+
+banner() { printf '\n=== %s (%s)\n' "$1" "$(date -u +%H:%M:%S)"; }
+
+banner "GPU"
+if ! nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm,temperature.gpu \
+        --format=csv | tee "$out/gpu.csv" || grep -q "ERR!" "$out/gpu.csv"; then
+    echo "infrastructure failure: nvidia-smi cannot query the GPU" >&2
+    exit 4
+fi
+git rev-parse HEAD 2>/dev/null | tee "$out/commit.txt"
+
+status=0
+banner "GPU tests"
+"$PY" -m pytest -m gpu -q -p no:cacheprovider --junitxml="$out/pytest-gpu.xml" 2>&1 | tee "$out/pytest-gpu.log"
+rc=${PIPESTATUS[0]}; [[ $rc -eq 0 ]] || status=1
+
+banner "compute-sanitizer"
+PYTHON=$PY bash scripts/sanitize.sh "$out/sanitizer" 2>&1 | tee "$out/sanitizer.txt"
+rc=${PIPESTATUS[0]}; [[ $rc -eq 0 ]] || status=1
+
+banner "speed-up report"
+"$PY" -m gemm 1024 2048 4096 8192 8192x1024x4096 --json "$out/report.json" 2>"$out/report-progress.log" \
+    | tee "$out/report.txt"
+rc=${PIPESTATUS[0]}; [[ $rc -eq 0 ]] || status=1
+
+banner "summary"
+tail -n 1 "$out/pytest-gpu.log"
+cat "$out/sanitizer.txt"
+cat "$out/report.txt"
+echo "gpu-suite exit status: $status"
+exit $status

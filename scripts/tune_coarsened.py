@@ -1,0 +1,57 @@
+"""Time every registered configuration of the coarsened kernel against cuBLAS in one process, to pick its default."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+import cupy
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from gemm import VARIANTS, matmul  # noqa: E402
+
+
+def median_seconds(launch, repeat: int = 20, warmup: int = 3) -> float:
+    for _ in range(warmup):
+        launch()
+    start, stop = cupy.cuda.Event(), cupy.cuda.Event()
+    samples = []
+    for _ in range(repeat):
+        start.record()
+        launch()
+        stop.record()
+        stop.synchronize()
+        samples.append(cupy.cuda.get_elapsed_time(start, stop) / 1e3)
+    return statistics.median(samples)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("sizes", nargs="*", type=int, default=[4096, 8192])
+    parser.add_argument("--json", help="write the table as JSON here")
+    args = parser.parse_args()
+    rows = []
+    rng = cupy.random.default_rng()
+    for n in args.sizes:
+        a = rng.standard_normal((n, n), dtype=cupy.float32)
+        b = rng.standard_normal((n, n), dtype=cupy.float32)
+        c = cupy.empty((n, n), cupy.float32)
+        flops = 2 * n**3
+        cublas = median_seconds(lambda: matmul(a, b, variant="cublas", out=c))
+        for config in VARIANTS["coarsened"].configs:
+            t = median_seconds(lambda: matmul(a, b, variant="coarsened", out=c, config=config))
+            rows.append({"n": n, "config": dict(config), "median_s": t, "tflops": flops / t / 1e12,
+                         "fraction_of_cublas": cublas / t, "cublas_tflops": flops / cublas / 1e12})
+            print(f"{n:>5} {dict(config)} {flops / t / 1e12:6.2f} TFLOP/s  {cublas / t:.3f}× cuBLAS",
+                  flush=True)
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
