@@ -1,0 +1,375 @@
+"""GPU identity and live state: the asv machine record that keeps each GPU's results apart."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+# Exit status when there is no usable GPU or driver: an infrastructure failure, never a regression.
+EXIT_NO_GPU = 4
+# Exit status when a machine name is already recorded with another GPU identity.
+EXIT_IDENTITY_MISMATCH = 3
+
+# Fields of the fingerprint that decide whether two results are comparable. They are stored as
+# asv machine fields, so asv files them per machine and draws a separate graph line whenever one
+# differs; `machine` refuses to reuse a name whose recorded identity differs (see check_identity).
+IDENTITY_FIELDS = (
+    "gpu_model",
+    "gpu_compute_capability",
+    "gpu_memory_mib",
+    "gpu_driver",
+    "gpu_cuda_runtime",
+    "gpu_cupy",
+    "gpu_clocks_locked",
+    "gpu_mig",
+)
+
+# NVML's clock-event (formerly "throttle") reason bits, as nvidia-smi prints the active mask.
+CLOCK_EVENT_BITS = {
+    0x1: "gpu_idle",
+    0x2: "applications_clocks_setting",
+    0x4: "sw_power_cap",
+    0x8: "hw_slowdown",
+    0x10: "sync_boost",
+    0x20: "sw_thermal_slowdown",
+    0x40: "hw_thermal_slowdown",
+    0x80: "hw_power_brake_slowdown",
+    0x100: "display_clock_setting",
+}
+# Reasons that do not slow a running kernel below what the user asked for: an idle GPU between
+# rounds, clocks the administrator locked, display clocks. All others are reported as throttling.
+BENIGN_REASONS = frozenset({"gpu_idle", "applications_clocks_setting", "display_clock_setting"})
+
+_SMI_TIMEOUT_S = 30
+_NA_VALUES = {"", "[N/A]", "N/A", "[Not Supported]", "Not Supported", "[Unknown Error]"}
+
+_STATE_FIELDS = ("clocks.sm", "clocks.max.sm", "temperature.gpu", "clocks_event_reasons.active")
+_IDENTITY_SMI_FIELDS = (
+    "name",
+    "uuid",
+    "compute_cap",
+    "driver_version",
+    "memory.total",
+    "clocks.applications.graphics",
+    "clocks.default_applications.graphics",
+    "clocks_event_reasons.active",
+    "mig.mode.current",
+    "ecc.mode.current",
+    "persistence_mode",
+)
+
+
+class NoGpuError(RuntimeError):
+    """No usable NVIDIA GPU: no device, no driver, or a driver that does not answer."""
+
+
+# --- parsing nvidia-smi output (pure functions, unit-tested on captured text) -------------------
+
+
+def parse_query_csv(text: str, fields: Sequence[str]) -> list[dict[str, str | None]]:
+    """Rows of ``nvidia-smi --query-*=... --format=csv,noheader,nounits``, one dict per GPU.
+
+    "[N/A]"-style values become None. A row with the wrong number of columns, or a value of
+    "ERR!" (a crashed driver still exits 0), raises NoGpuError.
+    """
+    rows = []
+    for line in text.strip().splitlines():
+        if not line.strip():
+            continue
+        values = [value.strip() for value in line.split(",")]
+        if len(values) != len(fields):
+            raise NoGpuError(f"nvidia-smi printed an unexpected line: {line.strip()!r}")
+        if any("ERR!" in value for value in values):
+            raise NoGpuError(f"nvidia-smi reports a driver error: {line.strip()!r}")
+        pairs = zip(fields, values, strict=True)
+        rows.append({field: (None if v in _NA_VALUES else v) for field, v in pairs})
+    return rows
+
+
+def parse_reason_mask(mask: str | None) -> list[str]:
+    """Names of the active clock-event reasons in nvidia-smi's hex mask, e.g. "0x0000000000000004".
+    """
+    if mask is None:
+        return []
+    bits = int(mask, 16)
+    return [name for bit, name in CLOCK_EVENT_BITS.items() if bits & bit]
+
+
+def count_other_processes(text: str, own_pids: Sequence[int] = ()) -> int:
+    """Compute processes in ``nvidia-smi --query-compute-apps=pid`` output, not counting ours."""
+    pids = {int(p) for p in re.findall(r"^\s*(\d+)\s*$", text, flags=re.MULTILINE)}
+    return len(pids - set(own_pids))
+
+
+def _number(value: str | None) -> float | None:
+    return None if value is None else float(value)
+
+
+def state_from_row(row: Mapping[str, str | None], other_processes: int) -> dict:
+    """The gpu_state() dict built from one parsed row of the state query."""
+    reasons = parse_reason_mask(row.get("clocks_event_reasons.active"))
+    sm = _number(row.get("clocks.sm"))
+    max_sm = _number(row.get("clocks.max.sm"))
+    temperature = _number(row.get("temperature.gpu"))
+    return {
+        "sm_clock_mhz": None if sm is None else int(sm),
+        "max_sm_clock_mhz": None if max_sm is None else int(max_sm),
+        "temperature_c": None if temperature is None else int(temperature),
+        "throttle_reasons": [r for r in reasons if r not in BENIGN_REASONS],
+        "clock_event_reasons": reasons,
+        "other_processes": other_processes,
+    }
+
+
+def clocks_locked(row: Mapping[str, str | None]) -> str:
+    """"yes", "no" or "unknown": locked if application clocks differ from the defaults or the
+    application-clocks reason is active (what `nvidia-smi -lgc`/`-ac` leave behind)."""
+    applied = row.get("clocks.applications.graphics")
+    default = row.get("clocks.default_applications.graphics")
+    reasons = parse_reason_mask(row.get("clocks_event_reasons.active"))
+    if "applications_clocks_setting" in reasons:
+        return "yes"
+    if applied is None or default is None:
+        return "unknown"
+    return "yes" if applied != default else "no"
+
+
+def describe_state(state: Mapping) -> str:
+    """One line for logs, naming throttling or other processes when there are any."""
+    text = (
+        f"SM {state.get('sm_clock_mhz')}/{state.get('max_sm_clock_mhz')} MHz, "
+        f"{state.get('temperature_c')} °C"
+    )
+    problems = problems_in_state(state)
+    return text + (f"; {'; '.join(problems)}" if problems else "")
+
+
+def problems_in_state(state: Mapping) -> list[str]:
+    """Why a measurement taken in this state cannot be trusted (empty list: nothing seen)."""
+    problems = []
+    if state.get("throttle_reasons"):
+        problems.append("GPU throttled (" + ", ".join(state["throttle_reasons"]) + ")")
+    if state.get("other_processes"):
+        problems.append(f"GPU busy ({state['other_processes']} other compute process(es))")
+    return problems
+
+
+# --- querying the device ---------------------------------------------------------------------
+
+
+def _device_index() -> str:
+    """The nvidia-smi id of the device CUDA uses first (CUDA_VISIBLE_DEVICES may remap it)."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip()
+    return visible or "0"
+
+
+def _run_smi(args: Sequence[str]) -> str:
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        raise NoGpuError("nvidia-smi is not on PATH, so no NVIDIA driver is installed")
+    try:
+        done = subprocess.run(
+            [smi, *args], capture_output=True, text=True, timeout=_SMI_TIMEOUT_S, check=False
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise NoGpuError(f"nvidia-smi did not answer within {_SMI_TIMEOUT_S} s") from exc
+    if done.returncode != 0:
+        message = (done.stdout + done.stderr).strip().splitlines()
+        raise NoGpuError(f"nvidia-smi failed: {message[0] if message else done.returncode}")
+    return done.stdout
+
+
+def query_gpu(fields: Sequence[str]) -> dict[str, str | None]:
+    """One row of ``nvidia-smi --query-gpu`` for our device.
+
+    Drivers before the 535 rename know the reasons as clocks_throttle_reasons.*; ask again with
+    that name if the new one is refused.
+    """
+    def ask(names: Sequence[str]) -> str:
+        query = f"--query-gpu={','.join(names)}"
+        return _run_smi(["-i", _device_index(), query, "--format=csv,noheader,nounits"])
+
+    try:
+        text = ask(fields)
+    except NoGpuError as exc:
+        if "clocks_event_reasons" not in ",".join(fields) or "not a valid field" not in str(exc):
+            raise
+        legacy = [f.replace("clocks_event_reasons", "clocks_throttle_reasons") for f in fields]
+        text = ask(legacy)
+    rows = parse_query_csv(text, fields)
+    if not rows:
+        raise NoGpuError("nvidia-smi lists no GPU")
+    return rows[0]
+
+
+def gpu_state() -> dict:
+    """Live SM clock, its maximum, temperature, throttle reasons and other compute processes."""
+    row = query_gpu(_STATE_FIELDS)
+    apps = _run_smi(["-i", _device_index(), "--query-compute-apps=pid", "--format=csv,noheader"])
+    return state_from_row(row, count_other_processes(apps, own_pids=(os.getpid(),)))
+
+
+def _cuda_version(encoded: int) -> str:
+    return f"{encoded // 1000}.{encoded % 1000 // 10}"
+
+
+def fingerprint() -> dict[str, str]:
+    """What identifies this GPU and its software stack; every value a string (asv machine fields).
+
+    Raises NoGpuError when CuPy sees no device or the driver does not answer.
+    """
+    try:
+        import cupy
+
+        count = cupy.cuda.runtime.getDeviceCount()
+        device = cupy.cuda.Device()
+        props = cupy.cuda.runtime.getDeviceProperties(device.id)
+        runtime = cupy.cuda.runtime.runtimeGetVersion()
+        driver_cuda = cupy.cuda.runtime.driverGetVersion()
+    except ImportError as exc:
+        raise NoGpuError("CuPy is not installed, so no GPU can be used") from exc
+    except Exception as exc:  # CUDARuntimeError: no driver, no device, or a broken driver
+        raise NoGpuError(f"CUDA reports no usable device ({exc})") from exc
+    if count == 0:
+        raise NoGpuError("CUDA reports no device")
+    name = props["name"]
+    info = {
+        "gpu_model": name.decode() if isinstance(name, bytes) else str(name),
+        "gpu_compute_capability": f"{props['major']}.{props['minor']}",
+        "gpu_memory_mib": str(props["totalGlobalMem"] // 2**20),
+        "gpu_driver": "unknown",
+        "gpu_cuda_driver": _cuda_version(driver_cuda),
+        "gpu_cuda_runtime": _cuda_version(runtime),
+        "gpu_cupy": cupy.__version__,
+        "gpu_clocks_locked": "unknown",
+        "gpu_mig": "unknown",
+        "gpu_ecc": "unknown",
+        "gpu_count": str(count),
+    }
+    row = query_gpu(_IDENTITY_SMI_FIELDS)
+    info.update(
+        gpu_model=row["name"] or info["gpu_model"],
+        gpu_driver=row["driver_version"] or "unknown",
+        gpu_memory_mib=row["memory.total"] or info["gpu_memory_mib"],
+        gpu_clocks_locked=clocks_locked(row),
+        gpu_mig=(row["mig.mode.current"] or "n/a").lower(),
+        gpu_ecc=(row["ecc.mode.current"] or "n/a").lower(),
+    )
+    return info
+
+
+# --- the asv machine record -------------------------------------------------------------------
+
+
+def identity(info: Mapping[str, str]) -> dict[str, str]:
+    """The identity fields of a fingerprint or machine record (missing ones as "unknown")."""
+    return {key: str(info.get(key, "unknown")) for key in IDENTITY_FIELDS}
+
+
+def check_identity(
+    name: str, recorded: Mapping[str, str] | None, current: Mapping[str, str]
+) -> list[str]:
+    """Differences between a recorded machine and this GPU, as "field: old -> new" lines.
+
+    A record without GPU fields (a CPU-only machine) has nothing to contradict.
+    """
+    if not recorded or not any(key in recorded for key in IDENTITY_FIELDS):
+        return []
+    old, new = identity(recorded), identity(current)
+    return [f"{key}: {old[key]} -> {new[key]}" for key in IDENTITY_FIELDS if old[key] != new[key]]
+
+
+def machine_file_path() -> Path:
+    return Path(os.path.expanduser("~/.asv-machine.json"))
+
+
+def load_recorded(
+    name: str, machine_file: Path, results_dir: Path | None
+) -> list[tuple[str, dict]]:
+    """Records already stored for ``name``: in the asv machine file and in the results directory."""
+    found = []
+    if machine_file.is_file():
+        entry = json.loads(machine_file.read_text()).get(name)
+        if isinstance(entry, dict):
+            found.append((str(machine_file), entry))
+    if results_dir is not None:
+        stored = results_dir / name / "machine.json"
+        if stored.is_file():
+            found.append((str(stored), json.loads(stored.read_text())))
+    return found
+
+
+def machine_record(name: str, gpu: Mapping[str, str]) -> dict[str, str]:
+    """asv's own description of this host plus the GPU fingerprint, under the machine ``name``."""
+    from asv.machine import Machine
+
+    record = Machine.get_defaults()
+    record.update(gpu)
+    record["machine"] = name
+    return record
+
+
+def save_record(name: str, record: Mapping[str, str], machine_file: Path) -> None:
+    """Write the entry the way `asv machine` does (asv reads it back for `asv run --machine`)."""
+    from asv.machine import MachineCollection
+
+    MachineCollection.save(name, dict(record), _path=str(machine_file))
+
+
+def default_name(gpu: Mapping[str, str]) -> str:
+    """A machine name from the GPU model, e.g. "nvidia-h200"."""
+    return re.sub(r"[^a-z0-9]+", "-", gpu["gpu_model"].lower()).strip("-") or "gpu"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m gemmbench machine",
+        description="Record this GPU's fingerprint as asv machine NAME in ~/.asv-machine.json.",
+    )
+    parser.add_argument("--name", help="asv machine name (default: from the GPU model)")
+    parser.add_argument("--results-dir", type=Path, default=Path(".asv/results"),
+                        help="results directory whose NAME/machine.json must agree")
+    parser.add_argument("--machine-file", type=Path, default=None,
+                        help="asv machine file (default ~/.asv-machine.json)")
+    parser.add_argument("--print", action="store_true", help="also print the record as JSON")
+    args = parser.parse_args(argv)
+
+    try:
+        gpu = fingerprint()
+        state = gpu_state()
+    except NoGpuError as exc:
+        print(f"gemmbench machine: no usable NVIDIA GPU: {exc}.", file=sys.stderr)
+        return EXIT_NO_GPU
+
+    name = args.name or default_name(gpu)
+    machine_file = args.machine_file or machine_file_path()
+    for where, recorded in load_recorded(name, machine_file, args.results_dir):
+        differences = check_identity(name, recorded, gpu)
+        if differences:
+            print(
+                f"gemmbench machine: {name!r} is recorded in {where} with another GPU identity "
+                f"({'; '.join(differences)}); its results would mix with this GPU's, so pick "
+                f"another --name (or move the old results away).",
+                file=sys.stderr,
+            )
+            return EXIT_IDENTITY_MISMATCH
+
+    record = machine_record(name, gpu)
+    save_record(name, record, machine_file)
+    print(f"asv machine {name!r}: {gpu['gpu_model']} (compute {gpu['gpu_compute_capability']}), "
+          f"driver {gpu['gpu_driver']}, CUDA {gpu['gpu_cuda_runtime']}, CuPy {gpu['gpu_cupy']}, "
+          f"clocks locked: {gpu['gpu_clocks_locked']}; now {describe_state(state)}")
+    if args.print:
+        print(json.dumps(record, indent=2, sort_keys=True))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

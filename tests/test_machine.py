@@ -1,0 +1,189 @@
+"""Tests for gemmbench.machine: nvidia-smi parsing, GPU identity checks and the no-GPU exit."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from gemmbench import machine
+
+# Captured from an H200 (driver 580) with the state query; the second line is a busy, hot GPU.
+STATE_TEXT = """\
+1980, 1980, 41, 0x0000000000000000
+1410, 1980, 87, 0x0000000000000044
+"""
+IDLE_TEXT = "345, 1980, 33, 0x0000000000000001\n"
+APPS_TEXT = "12345\n23456\n"
+IDENTITY_TEXT = (
+    "NVIDIA H200, GPU-4a1c7f2e-0000-0000-0000-000000000000, 9.0, 580.65.06, 143771, "
+    "1980, 1980, 0x0000000000000001, [N/A], Enabled, Enabled\n"
+)
+FP = {
+    "gpu_model": "NVIDIA H200",
+    "gpu_compute_capability": "9.0",
+    "gpu_memory_mib": "143771",
+    "gpu_driver": "580.65.06",
+    "gpu_cuda_runtime": "13.0",
+    "gpu_cupy": "14.2.0",
+    "gpu_clocks_locked": "no",
+    "gpu_mig": "n/a",
+}
+
+
+class TestParseQueryCsv:
+    """Tests for `parse_query_csv`."""
+
+    def test_rows(self):
+        """Each line becomes a dict keyed by the queried field names."""
+        rows = machine.parse_query_csv(STATE_TEXT, machine._STATE_FIELDS)
+        assert len(rows) == 2
+        assert rows[1]["clocks.sm"] == "1410"
+        assert rows[1]["clocks_event_reasons.active"] == "0x0000000000000044"
+
+    def test_not_available_is_none(self):
+        """"[N/A]" values come back as None."""
+        (row,) = machine.parse_query_csv(IDENTITY_TEXT, machine._IDENTITY_SMI_FIELDS)
+        assert row["mig.mode.current"] is None
+        assert row["name"] == "NVIDIA H200"
+
+    def test_driver_error(self):
+        """A crashed driver prints ERR! yet exits 0; that is a NoGpuError."""
+        with pytest.raises(machine.NoGpuError, match="driver error"):
+            machine.parse_query_csv("ERR!, 1980, ERR!, ERR!\n", machine._STATE_FIELDS)
+
+    def test_wrong_column_count(self):
+        """A line that does not match the query is refused, never misread."""
+        with pytest.raises(machine.NoGpuError, match="unexpected line"):
+            machine.parse_query_csv("1980, 1980\n", machine._STATE_FIELDS)
+
+
+class TestReasons:
+    """Tests for `parse_reason_mask` and `state_from_row`."""
+
+    def test_mask_names(self):
+        """Bits 0x4 and 0x40 are the software power cap and hardware thermal slowdown."""
+        names = machine.parse_reason_mask("0x0000000000000044")
+        assert names == ["sw_power_cap", "hw_thermal_slowdown"]
+        assert machine.parse_reason_mask("0x0000000000000000") == []
+        assert machine.parse_reason_mask(None) == []
+
+    def test_throttled_state(self):
+        """A hot, capped GPU reports its reasons, clock and temperature."""
+        row = machine.parse_query_csv(STATE_TEXT, machine._STATE_FIELDS)[1]
+        state = machine.state_from_row(row, other_processes=2)
+        assert state == {
+            "sm_clock_mhz": 1410,
+            "max_sm_clock_mhz": 1980,
+            "temperature_c": 87,
+            "throttle_reasons": ["sw_power_cap", "hw_thermal_slowdown"],
+            "clock_event_reasons": ["sw_power_cap", "hw_thermal_slowdown"],
+            "other_processes": 2,
+        }
+        assert machine.problems_in_state(state) == [
+            "GPU throttled (sw_power_cap, hw_thermal_slowdown)",
+            "GPU busy (2 other compute process(es))",
+        ]
+
+    def test_idle_is_not_throttling(self):
+        """An idle GPU between rounds is not reported as throttled."""
+        row = machine.parse_query_csv(IDLE_TEXT, machine._STATE_FIELDS)[0]
+        state = machine.state_from_row(row, other_processes=0)
+        assert state["throttle_reasons"] == []
+        assert state["clock_event_reasons"] == ["gpu_idle"]
+        assert machine.problems_in_state(state) == []
+
+    def test_other_processes_exclude_ours(self):
+        """Our own process is not counted as another user of the GPU."""
+        assert machine.count_other_processes(APPS_TEXT, own_pids=(12345,)) == 1
+        assert machine.count_other_processes("") == 0
+
+
+class TestClocksLocked:
+    """Tests for `clocks_locked`."""
+
+    def test_default_clocks(self):
+        """Application clocks at their defaults, no setting reason: not locked."""
+        (row,) = machine.parse_query_csv(IDENTITY_TEXT, machine._IDENTITY_SMI_FIELDS)
+        assert machine.clocks_locked(row) == "no"
+
+    def test_locked(self):
+        """Non-default application clocks or the setting reason mean locked."""
+        (row,) = machine.parse_query_csv(IDENTITY_TEXT, machine._IDENTITY_SMI_FIELDS)
+        assert machine.clocks_locked({**row, "clocks.applications.graphics": "1410"}) == "yes"
+        assert machine.clocks_locked({**row, "clocks_event_reasons.active": "0x2"}) == "yes"
+        assert machine.clocks_locked({**row, "clocks.applications.graphics": None}) == "unknown"
+
+
+class TestIdentity:
+    """Tests for `check_identity`."""
+
+    def test_same_gpu(self):
+        """The same fingerprint recorded before is accepted."""
+        assert machine.check_identity("h200", {**FP, "machine": "h200"}, FP) == []
+
+    def test_other_gpu_refused(self):
+        """An H100 under a name recorded for an H200 is reported field by field."""
+        h100 = {**FP, "gpu_model": "NVIDIA H100 80GB HBM3", "gpu_memory_mib": "81559"}
+        assert machine.check_identity("h200", FP, h100) == [
+            "gpu_model: NVIDIA H200 -> NVIDIA H100 80GB HBM3",
+            "gpu_memory_mib: 143771 -> 81559",
+        ]
+
+    def test_cpu_record_has_nothing_to_contradict(self):
+        """A machine recorded by plain `asv machine` carries no GPU fields to compare."""
+        assert machine.check_identity("ci", {"machine": "ci", "cpu": "x"}, FP) == []
+
+    def test_default_name(self):
+        """The default machine name is a slug of the GPU model."""
+        assert machine.default_name(FP) == "nvidia-h200"
+
+
+class TestMain:
+    """Tests for the `machine` command."""
+
+    def test_no_gpu_exit_4(self, tmp_path, monkeypatch, capsys):
+        """Without a GPU the command exits 4 with one sentence and writes nothing."""
+        def no_gpu():
+            raise machine.NoGpuError("CUDA reports no usable device")
+
+        monkeypatch.setattr(machine, "fingerprint", no_gpu)
+        machine_file = tmp_path / "asv-machine.json"
+        assert machine.main(["--name", "h200", "--machine-file", str(machine_file)]) == 4
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("gemmbench machine: no usable NVIDIA GPU")
+        assert len(err.splitlines()) == 1
+        assert not machine_file.exists()
+
+    def test_real_device_or_exit_4(self, tmp_path):
+        """On this machine, the real probe either records a GPU or exits 4; it never crashes."""
+        machine_file = tmp_path / "asv-machine.json"
+        status = machine.main(["--name", "probe", "--machine-file", str(machine_file),
+                               "--results-dir", str(tmp_path / "results")])
+        assert status in (0, 4)
+        if status == 0:
+            record = json.loads(machine_file.read_text())["probe"]
+            assert set(machine.IDENTITY_FIELDS) <= set(record)
+
+    def test_refuses_mixing(self, tmp_path, monkeypatch, capsys):
+        """A name recorded with an H200 is refused on an H100 (exit 3), and not overwritten."""
+        h100 = {**FP, "gpu_model": "NVIDIA H100 80GB HBM3"}
+        monkeypatch.setattr(machine, "fingerprint", lambda: h100)
+        monkeypatch.setattr(machine, "gpu_state", lambda: machine.state_from_row({}, 0))
+        machine_file = tmp_path / "asv-machine.json"
+        machine.save_record("h200", {**FP, "machine": "h200"}, machine_file)
+        assert machine.main(["--name", "h200", "--machine-file", str(machine_file),
+                             "--results-dir", str(tmp_path)]) == 3
+        assert "gpu_model: NVIDIA H200 -> NVIDIA H100" in capsys.readouterr().err
+        assert json.loads(machine_file.read_text())["h200"]["gpu_model"] == "NVIDIA H200"
+
+    def test_records_fingerprint(self, tmp_path, monkeypatch):
+        """The record holds asv's host fields plus the GPU fingerprint under the given name."""
+        monkeypatch.setattr(machine, "fingerprint", lambda: dict(FP))
+        monkeypatch.setattr(machine, "gpu_state", lambda: machine.state_from_row({}, 0))
+        machine_file = tmp_path / "asv-machine.json"
+        assert machine.main(["--name", "h200", "--machine-file", str(machine_file),
+                             "--results-dir", str(tmp_path)]) == 0
+        record = json.loads(machine_file.read_text())["h200"]
+        assert record["machine"] == "h200" and record["gpu_model"] == "NVIDIA H200"
+        assert {"os", "arch", "cpu", "num_cpu", "ram"} <= set(record)
