@@ -9,7 +9,7 @@
 #define BN 128
 #endif
 #ifndef BK
-#define BK 8
+#define BK 16
 #endif
 #ifndef TM
 #define TM 8
@@ -19,7 +19,7 @@
 #endif
 // Blocks per multiprocessor the compiler must leave registers for (__launch_bounds__).
 #ifndef MIN_BLOCKS
-#define MIN_BLOCKS 2
+#define MIN_BLOCKS 1
 #endif
 
 #define THREADS_X (BN / TN)
