@@ -1,0 +1,250 @@
+"""Lints the workflows with zizmor and check-jsonschema, and checks the policy they must keep."""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+WORKFLOW_DIR = ROOT / ".github" / "workflows"
+WORKFLOWS = sorted(WORKFLOW_DIR.glob("*.y*ml"))
+INSTALL_HINT = "install the lint extra: python -m pip install -e '.[lint]'"
+
+# Labels every self-hosted runner has, or that GitHub's own runners use.
+BUILTIN_LABELS = {"self-hosted", "linux", "x64", "arm64", "windows", "macos"}
+HOSTED = re.compile(r"^(ubuntu|windows|macos)-")
+SHA_PIN = re.compile(r"^[\w.-]+/[\w./-]+@[0-9a-f]{40}$")
+DIGEST_PIN = re.compile(r"^docker://[\w./:-]+@sha256:[0-9a-f]{64}$")
+# Values an outsider controls; expanded in a script they become code (template injection).
+UNTRUSTED_IN_RUN = re.compile(r"\$\{\{[^}]*\b(github\.event\.|github\.head_ref|inputs\.)")
+GPU_STEP = re.compile(r"gpu-suite\.sh|gemmbench (gate|history|machine)|nvidia-smi")
+DEFAULT_RUNNERS = re.compile(r"\|\|\s*'(\[.*\])'\s*\)\s*\}\}\s*$", re.S)
+
+
+def tool(name: str) -> str:
+    """The path of a linter the tests need, failing (not skipping) when it is absent."""
+    path = shutil.which(name)
+    if path is None:
+        pytest.fail(f"{name} is not on PATH; {INSTALL_HINT}")
+    return path
+
+
+def load_yaml(text: str):
+    """Parses YAML with PyYAML, or with ruamel.yaml, which check-jsonschema brings."""
+    try:
+        import yaml
+    except ModuleNotFoundError:
+        try:
+            from ruamel.yaml import YAML
+        except ModuleNotFoundError:
+            pytest.fail(f"neither PyYAML nor ruamel.yaml is installed; {INSTALL_HINT}")
+        return YAML(typ="safe", pure=True).load(text)
+    return yaml.safe_load(text)
+
+
+def workflow(path: Path) -> dict:
+    """One workflow as a dict."""
+    return load_yaml(path.read_text())
+
+
+def jobs():
+    """(file name, job id, job) for every job of every workflow."""
+    return [(p.name, job_id, job) for p in WORKFLOWS for job_id, job in workflow(p)["jobs"].items()]
+
+
+def steps():
+    """(file name, job id, step) for every step of every job."""
+    return [(f, j, step) for f, j, job in jobs() for step in job.get("steps", [])]
+
+
+def default_runners(job: dict) -> list[dict] | None:
+    """The default GPU runner list written into a job's matrix, or None if it has none."""
+    include = job.get("strategy", {}).get("matrix", {}).get("include")
+    if not isinstance(include, str):
+        return include
+    match = DEFAULT_RUNNERS.search(include)
+    assert match, f"matrix include {include!r} has no default list after '||'"
+    return json.loads(match.group(1))
+
+
+def runner_label_sets(job: dict) -> list[list[str]]:
+    """Every label set a job can run on, resolving runs-on: ${{ matrix.labels }}."""
+    runs_on = job["runs-on"]
+    if isinstance(runs_on, str) and "matrix.labels" in runs_on:
+        return [entry["labels"] for entry in default_runners(job)]
+    return [[runs_on] if isinstance(runs_on, str) else list(runs_on)]
+
+
+def is_gpu_job(job: dict) -> bool:
+    """A job that needs the GPU, judged by what its steps run."""
+    return any(GPU_STEP.search(step.get("run", "")) for step in job.get("steps", []))
+
+
+def test_there_are_workflows():
+    """The PR and main workflows exist, so the checks below are not vacuous."""
+    assert {"pr.yml", "main.yml"} <= {p.name for p in WORKFLOWS}
+
+
+def test_zizmor_finds_nothing():
+    """zizmor's auditor persona reports no finding that .github/zizmor.yml does not justify."""
+    proc = subprocess.run(
+        [tool("zizmor"), "--offline", "--persona=auditor", ".github/workflows"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "NO_COLOR": "1"},
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_workflows_match_schema():
+    """Every workflow validates against the GitHub workflow schema vendored in check-jsonschema."""
+    proc = subprocess.run(
+        [
+            tool("check-jsonschema"),
+            "--builtin-schema",
+            "vendor.github-workflows",
+            *map(str, WORKFLOWS),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("path", WORKFLOWS, ids=lambda p: p.name)
+def test_top_level_permissions(path):
+    """Each workflow declares top-level permissions, so no job inherits the default token scope."""
+    assert "permissions" in workflow(path)
+
+
+@pytest.mark.parametrize(("name", "job_id", "job"), jobs(), ids=[f"{f}:{j}" for f, j, _ in jobs()])
+def test_job_has_timeout(name, job_id, job):
+    """Every job sets timeout-minutes, so a hung GPU cannot hold a runner for six hours."""
+    assert isinstance(job.get("timeout-minutes"), int), f"{name}: job {job_id}"
+
+
+def test_uses_pinned_to_commits():
+    """Every action is pinned to a full commit SHA (images to a digest) with a version comment."""
+    for path in WORKFLOWS:
+        for lineno, line in enumerate(path.read_text().splitlines(), 1):
+            match = re.match(r"^\s*(?:-\s+)?uses:\s*(\S+)(.*)$", line)
+            if not match or match.group(1).startswith("./"):
+                continue
+            ref, rest = match.groups()
+            where = f"{path.name}:{lineno}"
+            assert SHA_PIN.match(ref) or DIGEST_PIN.match(ref), f"{where}: {ref} is not pinned"
+            assert re.search(r"#\s*v\d", rest), f"{where}: say which version the pin is (# vX.Y.Z)"
+
+
+def test_checkout_drops_credentials():
+    """Every checkout sets persist-credentials: false, so no token is left in .git/config."""
+    checkouts = [
+        (f, j, s) for f, j, s in steps() if s.get("uses", "").startswith("actions/checkout@")
+    ]
+    assert checkouts
+    for name, job_id, step in checkouts:
+        value = step.get("with", {}).get("persist-credentials")
+        assert value in (False, "false"), f"{name}: a checkout in job {job_id}"
+
+
+def test_no_untrusted_values_in_scripts():
+    """No run: block expands github.event.*, github.head_ref or inputs.*; they go through env:."""
+    for name, job_id, step in steps():
+        found = UNTRUSTED_IN_RUN.search(step.get("run", ""))
+        assert not found, f"{name}: job {job_id} step {step.get('name')!r} expands {found.group(0)}"
+
+
+def test_gpu_jobs_run_on_self_hosted_gpu_runners():
+    """GPU jobs run only on self-hosted GPU labels, with one fixed machine name each."""
+    gpu_jobs = [(f, j, job) for f, j, job in jobs() if is_gpu_job(job)]
+    assert {f for f, _, _ in gpu_jobs} == {"pr.yml", "main.yml"}
+    for name, job_id, job in gpu_jobs:
+        for labels in runner_label_sets(job):
+            assert "self-hosted" in labels and "gpu" in labels, f"{name}: {job_id} on {labels}"
+        machines = [entry["machine"] for entry in default_runners(job)]
+        assert len(set(machines)) == len(machines), f"{name}: machine names must be unique"
+
+
+def test_hosted_jobs_stay_hosted():
+    """Jobs that don't need the GPU run on GitHub-hosted runners, keeping the GPU free."""
+    for name, job_id, job in jobs():
+        if not is_gpu_job(job):
+            assert all(
+                HOSTED.match(label) for labels in runner_label_sets(job) for label in labels
+            ), f"{name}: {job_id}"
+
+
+def test_self_hosted_jobs_cannot_write():
+    """Jobs on the self-hosted runner get a read-only token; writing happens on hosted runners."""
+    for name, job_id, job in jobs():
+        if any("self-hosted" in labels for labels in runner_label_sets(job)):
+            perms = job.get("permissions")
+            assert isinstance(perms, dict), f"{name}: {job_id} must list its permissions"
+            assert "write" not in perms.values(), f"{name}: {job_id} has {perms}"
+
+
+def test_write_scopes_are_confined():
+    """Only the results push may write contents; only the deploy gets pages and id-token."""
+    for name, job_id, job in jobs():
+        perms = job.get("permissions") or {}
+        if perms.get("contents") == "write":
+            assert (name, job_id) == ("main.yml", "push-results")
+        if "pages" in perms or "id-token" in perms:
+            assert (name, job_id) == ("main.yml", "deploy")
+
+
+def test_gpu_runner_defaults_agree():
+    """pr.yml and main.yml default to the same GPU runners, and actionlint knows their labels."""
+    defaults = [default_runners(job) for _, _, job in jobs() if is_gpu_job(job)]
+    assert defaults and all(d == defaults[0] for d in defaults)
+    known = load_yaml((ROOT / ".github" / "actionlint.yaml").read_text())["self-hosted-runner"][
+        "labels"
+    ]
+    for entry in defaults[0]:
+        assert {"machine", "labels", "cuda"} <= entry.keys()
+        assert entry["machine"] in entry["labels"], "a runner label pins jobs to that one machine"
+        for label in set(entry["labels"]) - BUILTIN_LABELS:
+            assert any(fnmatch.fnmatchcase(label, pattern) for pattern in known), label
+
+
+def test_pr_gpu_job_refuses_forks():
+    """PR GPU jobs skip fork PRs (a first guard; the pre-job hook is the boundary)."""
+    pr = workflow(WORKFLOW_DIR / "pr.yml")
+    for job in pr["jobs"].values():
+        if is_gpu_job(job):
+            assert "github.event.pull_request.head.repo.full_name == github.repository" in job["if"]
+            assert job.get("needs"), "the GPU job waits for the CPU job"
+
+
+def test_concurrency():
+    """PR runs share a group per PR and cancel older runs; nothing on main is ever cancelled."""
+    pr = workflow(WORKFLOW_DIR / "pr.yml")
+    assert "github.event.pull_request.number" in pr["concurrency"]["group"]
+    assert pr["concurrency"]["cancel-in-progress"] is True
+    main = workflow(WORKFLOW_DIR / "main.yml")
+    groups = [main.get("concurrency")] + [job.get("concurrency") for job in main["jobs"].values()]
+    assert all(g.get("cancel-in-progress") is False for g in groups if g)
+
+
+def test_gate_reports_every_verdict():
+    """The gate step tells inconclusive from infrastructure failures and keeps the exit code."""
+    gate = next(s["run"] for _, _, s in steps() if "gemmbench gate" in s.get("run", ""))
+    for text in (
+        "inconclusive, rerun",
+        "infrastructure failure, not a regression",
+        '--markdown "$GITHUB_STEP_SUMMARY"',
+        "--json gate.json",
+        'exit "$rc"',
+    ):
+        assert text in gate
