@@ -1,0 +1,1 @@
+"""asv benchmark suite of the gemm kernels (see docs/benchmarks.md)."""
