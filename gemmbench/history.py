@@ -1,0 +1,469 @@
+"""Benchmark every commit of a range with asv, each with its own code, resumably."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import importlib.util
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from gemmbench import results as results_check
+
+# Exit statuses: 0 every commit stored; 1 some commit's benchmarks failed; 2 usage or setup
+# error; 3 the machine's recorded GPU is not this one; 4 no usable GPU; 130 interrupted.
+EXIT_FAILED, EXIT_SETUP, EXIT_MISMATCH, EXIT_NO_GPU, EXIT_INTERRUPTED = 1, 2, 3, 4, 130
+
+
+class HistoryError(RuntimeError):
+    """A setup problem that stops the history before anything is measured."""
+
+
+def log(message: str) -> None:
+    print(f"history: {message}", flush=True)
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-C", str(repo), *args], check=True, capture_output=True, text=True
+    ).stdout.strip()
+
+
+def commits_in(repo: Path, revrange: str) -> list[str]:
+    """Full hashes of REVRANGE, oldest first, along first parents (the line asv's graphs draw).
+
+    "A..B" is every commit after A up to B; a single name is that one commit.
+    """
+    try:
+        if ".." in revrange:
+            out = git(repo, "rev-list", "--first-parent", "--reverse", revrange)
+            return out.split()
+        return [git(repo, "rev-parse", "--verify", f"{revrange}^{{commit}}")]
+    except subprocess.CalledProcessError as exc:
+        raise HistoryError(f"git does not know {revrange!r}: {exc.stderr.strip()}") from exc
+
+
+# --- what is already stored ----------------------------------------------------------------
+
+
+def stored_result_files(results_dir: Path, machine: str, sha: str, offline: bool) -> list[Path]:
+    """Valid result files of ``sha`` on ``machine``: from existing interpreters when offline,
+    from asv's own environments otherwise."""
+    found = []
+    for path in sorted((results_dir / machine).glob(f"{sha[:8]}-*.json")):
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue  # corrupt: not stored (check-results names it; the rerun replaces it)
+        if data.get("commit_hash") != sha:
+            continue
+        if str(data.get("env_name", "")).startswith("existing") == offline:
+            found.append(path)
+    return found
+
+
+def benchmarks_with_results(paths: Sequence[Path]) -> set[str]:
+    names = set()
+    for path in paths:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        for name, row in data.get("results", {}).items():
+            if row and row[0] is not None:
+                names.add(name)
+    return names
+
+
+def expected_benchmarks(results_dir: Path, selection: Sequence[str]) -> set[str] | None:
+    """Benchmark names asv last discovered (results/benchmarks.json), narrowed like --bench."""
+    import re
+
+    try:
+        names = set(json.loads((results_dir / "benchmarks.json").read_text()))
+    except (OSError, ValueError):
+        return None
+    names.discard("version")
+    if selection:
+        names = {n for n in names if any(re.search(pattern, n) for pattern in selection)}
+    return names
+
+
+def is_stored(results_dir: Path, machine: str, sha: str, offline: bool, selection) -> bool:
+    files = stored_result_files(results_dir, machine, sha, offline)
+    if not files:
+        return False
+    expected = expected_benchmarks(results_dir, selection)
+    have = benchmarks_with_results(files)
+    return bool(have) and (expected is None or expected <= have)
+
+
+# --- per-commit installation -------------------------------------------------------------
+
+
+def clean_env() -> dict[str, str]:
+    """The environment asv gives benchmark processes: without PYTHONPATH, so that what is
+    imported is what is installed."""
+    env = dict(os.environ)
+    env.pop("PYTHONPATH", None)
+    return env
+
+
+def asv_pythonpath_for(python: str) -> str | None:
+    """Where the target interpreter can find asv_runner when it has none of its own.
+
+    asv drops PYTHONPATH for benchmark processes but passes ASV_PYTHONPATH on; this is needed
+    when asv itself lives in a --target directory (as on the offline GPU machine).
+    """
+    probe = subprocess.run([python, "-c", "import asv_runner"], env=clean_env(),
+                           capture_output=True, cwd=tempfile.gettempdir())
+    if probe.returncode == 0:
+        return None
+    spec = importlib.util.find_spec("asv_runner")
+    if spec is None or not spec.submodule_search_locations:
+        raise HistoryError(f"{python} cannot import asv_runner, and neither can this process")
+    return str(Path(next(iter(spec.submodule_search_locations))).parent)
+
+
+@contextlib.contextmanager
+def worktree(repo: Path, sha: str) -> Iterator[Path]:
+    """A detached checkout of ``sha`` in a temporary directory, removed afterwards."""
+    parent = Path(tempfile.mkdtemp(prefix="gemmbench-history-"))
+    path = parent / sha[:12]
+    git(repo, "worktree", "add", "--detach", "--force", str(path), sha)
+    try:
+        yield path
+    finally:
+        subprocess.run(["git", "-C", str(repo), "worktree", "remove", "--force", str(path)],
+                       capture_output=True)
+        shutil.rmtree(parent, ignore_errors=True)
+        subprocess.run(["git", "-C", str(repo), "worktree", "prune"], capture_output=True)
+
+
+def install(python: str, source: Path) -> None:
+    """Install the package at ``source`` into ``python``: offline, no dependencies touched."""
+    done = subprocess.run(
+        [python, "-m", "pip", "install", "--no-deps", "--no-build-isolation",
+         "--force-reinstall", "--no-cache-dir", "--quiet", str(source)],
+        env=clean_env(), capture_output=True, text=True, cwd=tempfile.gettempdir(),
+    )
+    if done.returncode != 0:
+        raise HistoryError(f"pip could not install {source.name}:\n{done.stdout}{done.stderr}")
+
+
+def installed_code(python: str, package: str, repo: Path, sha: str) -> dict:
+    """Prove that ``python`` imports ``package`` as committed in ``sha``: every committed .py
+    file of the package is byte-identical in the imported copy. Returns the evidence."""
+    probe = subprocess.run(
+        [python, "-c", f"import {package}; print({package}.__file__)"],
+        env=clean_env(), capture_output=True, text=True, cwd=tempfile.gettempdir(),
+    )
+    if probe.returncode != 0:
+        raise HistoryError(f"{python} cannot import {package}: {probe.stderr.strip()}")
+    package_dir = Path(probe.stdout.strip()).parent
+    committed = git(repo, "ls-tree", "-r", "--name-only", sha, "--", f"{package}/").split("\n")
+    matched, different, not_installed = 0, [], []
+    for name in filter(None, committed):
+        blob = subprocess.run(["git", "-C", str(repo), "show", f"{sha}:{name}"],
+                              capture_output=True, check=True).stdout
+        installed = package_dir / Path(name).relative_to(package)
+        if not installed.exists():
+            not_installed.append(name)
+        elif installed.read_bytes() == blob:
+            matched += 1
+        else:
+            different.append(name)
+    missing_py = [n for n in not_installed if n.endswith(".py")]
+    if different or missing_py:
+        raise HistoryError(
+            f"{python} imports {package} from {package_dir}, which is not {sha[:8]}'s code "
+            f"(differs: {different or 'none'}; missing: {missing_py or 'none'})"
+        )
+    digest = hashlib.sha256()
+    files = sorted(p for p in package_dir.rglob("*") if p.is_file() and "__pycache__" not in str(p))
+    for path in files:
+        digest.update(path.relative_to(package_dir).as_posix().encode() + b"\0")
+        digest.update(path.read_bytes())
+    return {"kind": "code", "commit": sha, "package": package, "package_dir": str(package_dir),
+            "files_matching_commit": matched, "not_installed": not_installed,
+            "installed_sha256": digest.hexdigest(), "time": time.time()}
+
+
+# --- GPU identity and conditions ---------------------------------------------------------
+
+
+def machine_record(machine: str) -> dict | None:
+    from gemmbench.machine import machine_file_path
+
+    path = machine_file_path()
+    try:
+        entry = json.loads(path.read_text()).get(machine)
+    except (OSError, ValueError):
+        return None
+    return entry if isinstance(entry, dict) else None
+
+
+def check_machine(machine: str) -> bool:
+    """Refuse to store results under a machine whose recorded GPU is not this one.
+
+    Returns whether the machine is a GPU machine (so GPU state is worth reporting).
+    """
+    from gemmbench import machine as gpu
+
+    record = machine_record(machine)
+    if record is None:
+        raise HistoryError(
+            f"asv machine {machine!r} is not recorded; run `python -m gemmbench machine "
+            f"--name {machine}` first"
+        )
+    if not any(key in record for key in gpu.IDENTITY_FIELDS):
+        return False
+    try:
+        current = gpu.fingerprint()
+    except gpu.NoGpuError as exc:
+        raise NoGpu(str(exc)) from exc
+    differences = gpu.check_identity(machine, record, current)
+    if differences:
+        raise Mismatch(
+            f"machine {machine!r} was recorded with another GPU: {'; '.join(differences)}"
+        )
+    return True
+
+
+class NoGpu(HistoryError):
+    pass
+
+
+class Mismatch(HistoryError):
+    pass
+
+
+def run_log_path(results_dir: Path, machine: str, sha: str) -> Path:
+    return results_dir / machine / f"{sha[:8]}{results_check.RUN_LOG_SUFFIX}"
+
+
+def append_log(path: Path, entry: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a", encoding="utf-8") as handle:
+        handle.write(json.dumps(entry, sort_keys=True) + "\n")
+
+
+def summarize_conditions(path: Path, since: float) -> tuple[str, list[str]]:
+    """One line about the GPU during a commit's run, and the warnings it calls for."""
+    states, gemm_files = [], set()
+    if path.exists():
+        for line in path.read_text(encoding="utf-8").splitlines():
+            entry = json.loads(line)
+            if entry.get("time", 0) < since or "gemm_file" not in entry:
+                continue
+            gemm_files.add(entry["gemm_file"])
+            if entry.get("gpu_state"):
+                states.append(entry["gpu_state"])
+    if not states:
+        return "no GPU state recorded", []
+    clocks = [s["sm_clock_mhz"] for s in states if s.get("sm_clock_mhz") is not None]
+    temps = [s["temperature_c"] for s in states if s.get("temperature_c") is not None]
+    throttled = [s for s in states if s.get("throttle_reasons")]
+    busy = [s for s in states if s.get("other_processes")]
+    line = (f"{len(states)} benchmark processes: SM {min(clocks, default='?')}-"
+            f"{max(clocks, default='?')} MHz, up to {max(temps, default='?')} °C")
+    warnings = []
+    if throttled:
+        reasons = sorted({r for s in throttled for r in s["throttle_reasons"]})
+        warnings.append(f"GPU THROTTLED in {len(throttled)} of {len(states)} processes "
+                        f"({', '.join(reasons)}): these results are suspect")
+    if busy:
+        warnings.append(f"GPU BUSY: other compute processes ran during {len(busy)} of "
+                        f"{len(states)} processes: these results are suspect")
+    if len(gemm_files) > 1:
+        warnings.append(f"processes imported gemm from several places: {sorted(gemm_files)}")
+    return line, warnings
+
+
+# --- running asv -------------------------------------------------------------------------
+
+
+def run_asv(args: Sequence[str], env: dict[str, str], cwd: Path) -> int:
+    """Run asv in its own process group so an interrupt stops it too, and wait for it."""
+    process = subprocess.Popen([sys.executable, "-m", "asv", *args], env=env, cwd=cwd,
+                               start_new_session=True)
+    try:
+        return process.wait()
+    except BaseException:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGINT)
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+        raise
+
+
+def backup(paths: Sequence[Path]) -> dict[Path, bytes]:
+    return {path: path.read_bytes() for path in paths}
+
+
+def restore_if_corrupt(
+    results_dir: Path, machine: str, sha: str, saved: dict[Path, bytes]
+) -> list[str]:
+    """After a run, put back any result file asv left unreadable (e.g. killed while writing)."""
+    notes = []
+    for path in sorted((results_dir / machine).glob(f"{sha[:8]}-*.json")):
+        problems = results_check.check_result_file(path, machine)
+        if not problems:
+            continue
+        if path in saved:
+            path.write_bytes(saved[path])
+            notes.append(f"{path.name} was left corrupt ({problems[0]}); restored the stored copy")
+        else:
+            corrupt = path.with_suffix(".json.corrupt")
+            path.replace(corrupt)
+            notes.append(f"{path.name} was left corrupt ({problems[0]}); moved to {corrupt.name}")
+    return notes
+
+
+def offline_history(opts, repo: Path, results_dir: Path, commits: list[str], gpu: bool) -> int:
+    python = opts.python
+    env = dict(os.environ)
+    # asv would drop PYTHONPATH; keep asv's own modules reachable only via ASV_PYTHONPATH.
+    asv_path = asv_pythonpath_for(python)
+    if asv_path is not None:
+        if (Path(asv_path) / opts.package).exists():
+            raise HistoryError(f"{asv_path} (where asv_runner is) also holds a {opts.package!r} "
+                               "package; it would shadow each commit's installed one")
+        env["ASV_PYTHONPATH"] = asv_path
+    env["GEMMBENCH_RUN_LOG_DIR"] = str(results_dir / opts.machine)
+
+    failed = []
+    for index, sha in enumerate(commits, start=1):
+        subject = git(repo, "log", "-1", "--format=%s", sha)[:60]
+        label = f"[{index}/{len(commits)}] {sha[:8]} {subject}"
+        if is_stored(results_dir, opts.machine, sha, True, opts.bench):
+            log(f"{label}: already stored, skipped")
+            continue
+        log(f"{label}: installing its {opts.package} into {python}")
+        started = time.time()
+        log_path = run_log_path(results_dir, opts.machine, sha)
+        with worktree(repo, sha) as source:
+            install(python, source)
+            evidence = installed_code(python, opts.package, repo, sha)
+        append_log(log_path, evidence)
+        log(f"{label}: measuring {evidence['package_dir']} "
+            f"({evidence['files_matching_commit']} files identical to the commit)")
+        if gpu:
+            from gemmbench.machine import NoGpuError, describe_state, gpu_state
+
+            with contextlib.suppress(NoGpuError):
+                log(f"{label}: before the run, {describe_state(gpu_state())}")
+        saved = backup(stored_result_files(results_dir, opts.machine, sha, True))
+        asv_args = ["run", "--config", str(opts.config), "-E", f"existing:{python}",
+                    "--set-commit-hash", sha, "--machine", opts.machine, "--record-samples",
+                    *(f"--bench={b}" for b in opts.bench), *opts.asv_arg]
+        env["GEMMBENCH_COMMIT"] = sha
+        try:
+            status = run_asv(asv_args, env, repo)
+        finally:
+            for note in restore_if_corrupt(results_dir, opts.machine, sha, saved):
+                log(f"{label}: {note}")
+        conditions, warnings = summarize_conditions(log_path, started)
+        for warning in warnings:
+            log(f"{label}: WARNING {warning}")
+        stored = bool(stored_result_files(results_dir, opts.machine, sha, True))
+        if status != 0 or not stored:
+            failed.append(sha)
+            log(f"{label}: asv exited {status}; "
+                f"{'results stored with failures' if stored else 'nothing stored'}")
+        else:
+            log(f"{label}: stored in {time.time() - started:.0f} s; {conditions}")
+    log(f"{len(commits) - len(failed)} of {len(commits)} commits stored for {opts.machine!r}"
+        + (f"; failed: {', '.join(s[:8] for s in failed)}" if failed else ""))
+    return EXIT_FAILED if failed else 0
+
+
+def network_history(opts, repo: Path, results_dir: Path, commits: list[str]) -> int:
+    todo = [s for s in commits if not is_stored(results_dir, opts.machine, s, False, opts.bench)]
+    log(f"{len(commits) - len(todo)} of {len(commits)} commits already stored; "
+        f"asv builds and measures {len(todo)} in its own environments")
+    if not todo:
+        return 0
+    with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as hashfile:
+        hashfile.write("\n".join(todo) + "\n")
+    env = dict(os.environ, GEMMBENCH_RUN_LOG_DIR=str(results_dir / opts.machine))
+    # Rounds not interleaved across commits: each commit is complete when asv saves it, so an
+    # interrupted run resumes at the first commit not stored.
+    asv_args = ["run", f"HASHFILE:{hashfile.name}", "--config", str(opts.config),
+                "--machine", opts.machine, "--record-samples", "--no-interleave-rounds",
+                "--skip-existing-commits", *(f"--bench={b}" for b in opts.bench), *opts.asv_arg]
+    try:
+        status = run_asv(asv_args, env, repo)
+    finally:
+        os.unlink(hashfile.name)
+    missing = [s for s in todo if not stored_result_files(results_dir, opts.machine, s, False)]
+    log(f"{len(commits) - len(missing)} of {len(commits)} commits stored for {opts.machine!r}")
+    return EXIT_FAILED if status != 0 or missing else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m gemmbench history",
+        description="Benchmark every commit of REVRANGE with its own code and store the results "
+        "with asv; commits already stored are skipped, so an interrupted run resumes.",
+    )
+    parser.add_argument("revrange", help="A..B (commits after A up to B), or one commit")
+    parser.add_argument("--machine", required=True, help="asv machine name (see `machine`)")
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--python", default=sys.executable,
+                       help="offline: interpreter to install each commit into and run with "
+                       "(default: this one)")
+    where.add_argument("--network", action="store_true",
+                       help="let asv build each commit in its own virtualenvs (needs an index)")
+    parser.add_argument("--config", type=Path, default=Path("asv.conf.json"))
+    parser.add_argument("--bench", action="append", default=[],
+                        help="regex of benchmarks to run (repeatable), as asv's --bench")
+    parser.add_argument("--asv-arg", action="append", default=[],
+                        help="extra argument for `asv run` (repeatable), e.g. --asv-arg=-a "
+                        "--asv-arg=rounds=1")
+    parser.add_argument("--package", default="gemm", help="the package under test (default gemm)")
+    opts = parser.parse_args(argv)
+
+    try:
+        from asv.config import Config
+
+        opts.config = opts.config.resolve()
+        conf = Config.load(str(opts.config))
+        repo = (opts.config.parent / conf.repo).resolve()
+        results_dir = (opts.config.parent / conf.results_dir).resolve()
+        commits = commits_in(repo, opts.revrange)
+        if not commits:
+            raise HistoryError(f"{opts.revrange!r} holds no commits")
+        gpu = check_machine(opts.machine)
+        log(f"{len(commits)} commits in {opts.revrange}, machine {opts.machine!r}, "
+            f"{'network' if opts.network else 'offline with ' + opts.python}")
+        if opts.network:
+            return network_history(opts, repo, results_dir, commits)
+        opts.python = shutil.which(opts.python) or opts.python
+        return offline_history(opts, repo, results_dir, commits, gpu)
+    except NoGpu as exc:
+        print(f"history: no usable NVIDIA GPU: {exc}", file=sys.stderr)
+        return EXIT_NO_GPU
+    except Mismatch as exc:
+        print(f"history: {exc}", file=sys.stderr)
+        return EXIT_MISMATCH
+    except HistoryError as exc:
+        print(f"history: {exc}", file=sys.stderr)
+        return EXIT_SETUP
+    except KeyboardInterrupt:
+        print("history: interrupted; every commit stored so far is intact, and running the same "
+              "command again resumes with the first commit not stored", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,187 @@
+"""Validation of stored asv results: a corrupt file fails loudly instead of vanishing in publish."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+# asv writes result files with api version 2 and machine.json with version 1 (asv 0.6).
+RESULT_API_VERSION = 2
+MACHINE_API_VERSION = 1
+# Files asv keeps in a results tree that are not per-commit results.
+NOT_RESULTS = {"machine.json", "benchmarks.json"}
+# Our sidecar of each commit's run: which code was measured and the GPU's state (JSON lines).
+RUN_LOG_SUFFIX = "-run-log.jsonl"
+
+_REQUIRED_RESULT_KEYS = ("commit_hash", "env_name", "date", "params", "result_columns", "results")
+_SHA = re.compile(r"^[0-9a-f]{40}$")
+
+
+def _load_json(path: Path) -> tuple[object, str | None]:
+    try:
+        return json.loads(path.read_text(encoding="utf-8")), None
+    except (OSError, UnicodeDecodeError) as exc:
+        return None, f"unreadable ({exc})"
+    except json.JSONDecodeError as exc:
+        return None, f"not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
+
+
+def check_machine_file(path: Path) -> list[str]:
+    """Problems with a results/<machine>/machine.json (asv skips the whole directory on any)."""
+    data, error = _load_json(path)
+    if error:
+        return [error]
+    if not isinstance(data, dict):
+        return ["not a JSON object"]
+    problems = []
+    if data.get("version") != MACHINE_API_VERSION:
+        problems.append(f"version is {data.get('version')!r}, asv expects {MACHINE_API_VERSION}")
+    if data.get("machine") != path.parent.name:
+        problems.append(f"names machine {data.get('machine')!r} but sits in {path.parent.name!r}/")
+    return problems
+
+
+def _finite_or_none(value) -> bool:
+    if value is None:
+        return True
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    return math.isfinite(value)
+
+
+def check_result_file(path: Path, machine: str | None = None) -> list[str]:
+    """Problems with one asv result file: JSON, asv's own loader, and the shape of every row."""
+    data, error = _load_json(path)
+    if error:
+        return [error]
+    if not isinstance(data, dict):
+        return ["not a JSON object"]
+    missing = [key for key in _REQUIRED_RESULT_KEYS if key not in data]
+    if missing:
+        return [f"missing {', '.join(missing)}"]
+    problems = []
+    if data.get("version") != RESULT_API_VERSION:
+        problems.append(f"version is {data.get('version')!r}, asv expects {RESULT_API_VERSION}")
+    if not isinstance(data["commit_hash"], str) or not _SHA.match(data["commit_hash"]):
+        problems.append(f"commit_hash {data['commit_hash']!r} is not a full git hash")
+    if machine is not None and data["params"].get("machine") != machine:
+        problems.append(f"params name machine {data['params'].get('machine')!r}, not {machine!r}")
+    columns = data["result_columns"]
+    for name, row in data["results"].items():
+        if not isinstance(row, list) or len(row) > len(columns):
+            problems.append(f"{name}: row does not match result_columns")
+            continue
+        values = dict(zip(columns, row, strict=False))
+        result = values.get("result")
+        params = values.get("params") or []
+        expected = math.prod(len(p) for p in params) if params else 1
+        if result is not None and (not isinstance(result, list) or len(result) != expected):
+            problems.append(f"{name}: {len(result) if isinstance(result, list) else result!r} "
+                            f"values for {expected} parameter combinations")
+        elif result is not None and not all(_finite_or_none(v) for v in result):
+            problems.append(f"{name}: a value is neither a finite number nor null")
+        samples = values.get("samples")
+        if samples is not None and result is not None and len(samples) != len(result):
+            problems.append(f"{name}: {len(samples)} sample lists for {len(result)} values")
+    if not problems:
+        problems += _asv_load_problems(path, machine)
+    return problems
+
+
+def _asv_load_problems(path: Path, machine: str | None) -> list[str]:
+    """What asv's own loader says (it would only warn and drop the file during publish)."""
+    try:
+        from asv.results import Results
+        from asv.util import UserError
+    except ImportError:  # asv absent: the structural checks above stand alone
+        return []
+    try:
+        Results.load(str(path), machine_name=machine)
+    except (UserError, KeyError, TypeError, ValueError) as exc:
+        return [f"asv cannot load it: {exc}"]
+    return []
+
+
+def check_run_log(path: Path) -> list[str]:
+    """Problems with a run-log sidecar: every line must be a JSON object."""
+    problems = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        try:
+            if not isinstance(json.loads(line), dict):
+                raise ValueError
+        except ValueError:
+            problems.append(f"line {number} is not a JSON object")
+    return problems
+
+
+def iter_problems(results_dir: Path, machine: str | None = None) -> Iterator[tuple[Path, str]]:
+    """(file, problem) for every stored file that asv would skip or misread."""
+    machine_dirs = sorted(p for p in results_dir.iterdir() if p.is_dir())
+    if machine is not None and not (results_dir / machine).is_dir():
+        yield results_dir / machine, "no results stored for this machine"
+    for machine_dir in machine_dirs:
+        if machine is not None and machine_dir.name != machine:
+            continue
+        machine_file = machine_dir / "machine.json"
+        if not machine_file.is_file():
+            yield machine_file, "missing: asv skips every result of this machine without it"
+        else:
+            for problem in check_machine_file(machine_file):
+                yield machine_file, problem
+        for path in sorted(machine_dir.iterdir()):
+            if path.name in NOT_RESULTS:
+                continue
+            if path.suffix == ".json":
+                for problem in check_result_file(path, machine_dir.name):
+                    yield path, problem
+            elif path.name.endswith(RUN_LOG_SUFFIX):
+                for problem in check_run_log(path):
+                    yield path, problem
+    benchmarks_file = results_dir / "benchmarks.json"
+    if benchmarks_file.exists():
+        _, error = _load_json(benchmarks_file)
+        if error:
+            yield benchmarks_file, error
+
+
+def count_result_files(results_dir: Path, machine: str | None = None) -> int:
+    return sum(
+        1
+        for machine_dir in results_dir.iterdir()
+        if machine_dir.is_dir() and machine in (None, machine_dir.name)
+        for path in machine_dir.glob("*.json")
+        if path.name not in NOT_RESULTS
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m gemmbench check-results",
+        description="Validate every asv result file and machine.json; exit 1 naming each bad one.",
+    )
+    parser.add_argument("--results-dir", type=Path, default=Path(".asv/results"))
+    parser.add_argument("--machine", help="only this machine, which must have results")
+    args = parser.parse_args(argv)
+
+    if not args.results_dir.is_dir():
+        print(f"check-results: {args.results_dir} does not exist", file=sys.stderr)
+        return 2
+    problems = list(iter_problems(args.results_dir, args.machine))
+    for path, problem in problems:
+        print(f"CORRUPT {path}: {problem}", file=sys.stderr)
+    if problems:
+        files = len({path for path, _ in problems})
+        print(f"check-results: {files} file(s) would be skipped or misread by asv", file=sys.stderr)
+        return 1
+    count = count_result_files(args.results_dir, args.machine)
+    print(f"check-results: {count} result file(s) in {args.results_dir} are valid")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,222 @@
+"""Tests for gemmbench.history on CPU: real asv runs over a throwaway repo with a tiny package."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from gemmbench import history, results
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+MACHINE = "cpu-fixture"
+
+# Each commit of the throwaway project sets MARKER (which a track benchmark returns, so the
+# stored value proves whose code was measured) and WORK (how long time_work takes): the last
+# commit does four times the work, a regression asv publish must list. The second commit's
+# benchmark pauses, so that the test can interrupt it mid-run.
+COMMITS = [(1, 20_000), (2, 20_000), (3, 20_000), (4, 80_000)]
+PAUSED_MARKER = 2
+
+ASV_CONF = {
+    "version": 1,
+    "project": "tinypkg",
+    "repo": ".",
+    "branches": ["main"],
+    "environment_type": "virtualenv",
+    "benchmark_dir": "benchmarks",
+    "env_dir": ".asv/env",
+    "results_dir": ".asv/results",
+    "html_dir": ".asv/html",
+    "launch_method": "spawn",
+}
+BENCHMARKS = '''\
+"""A tiny CPU suite standing in for the GEMM one."""
+import time
+
+import tinypkg
+
+
+def track_marker():
+    time.sleep(tinypkg.PAUSE)
+    return tinypkg.MARKER
+
+
+track_marker.unit = "marker"
+
+
+def time_work():
+    tinypkg.work()
+'''
+PYPROJECT = '''\
+[build-system]
+requires = ["setuptools>=61", "wheel"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "tinypkg"
+version = "0.1.0"
+
+[tool.setuptools]
+packages = ["tinypkg"]
+'''
+
+
+def git(repo: Path, *args: str) -> str:
+    env = dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@example.invalid",
+               GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@example.invalid")
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True,
+                          text=True, env=env).stdout.strip()
+
+
+def write_package(repo: Path, marker: int, work: int) -> None:
+    (repo / "tinypkg").mkdir(exist_ok=True)
+    (repo / "tinypkg" / "__init__.py").write_text(textwrap.dedent(f'''\
+        """Commit {marker} of the tiny package."""
+        MARKER = {marker}
+        WORK = {work}
+        PAUSE = {10 if marker == PAUSED_MARKER else 0}
+
+
+        def work():
+            return sum(range(WORK))
+        '''))
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory):
+    """A git repo with a base commit and four package commits, a venv, and an asv machine."""
+    root = tmp_path_factory.mktemp("history")
+    repo = root / "repo"
+    (repo / "benchmarks").mkdir(parents=True)
+    git(repo, "init", "-q", "-b", "main")
+    (repo / "asv.conf.json").write_text(json.dumps(ASV_CONF, indent=2))
+    (repo / "benchmarks" / "__init__.py").write_text("")
+    (repo / "benchmarks" / "bench_tiny.py").write_text(BENCHMARKS)
+    (repo / "pyproject.toml").write_text(PYPROJECT)
+    (repo / ".gitignore").write_text(".asv/\nbuild/\n*.egg-info/\n")
+    git(repo, "add", ".")
+    git(repo, "commit", "-qm", "base: suite without the package")
+    for marker, work in COMMITS:
+        write_package(repo, marker, work)
+        git(repo, "add", ".")
+        git(repo, "commit", "-qm", f"package version {marker}")
+    shas = git(repo, "rev-list", "--reverse", "HEAD").split()
+    venv = root / "venv"
+    # The venv sees this interpreter's asv_runner and setuptools; wheel is what setuptools'
+    # PEP 517 backend needs for --no-build-isolation installs.
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    subprocess.run([python, "-m", "pip", "install", "--quiet", "wheel"], check=True)
+    home = root / "home"
+    home.mkdir()
+    env = dict(os.environ, HOME=str(home), PYTHONPATH=str(REPO_ROOT))
+    subprocess.run([sys.executable, "-m", "asv", "machine", "--machine", MACHINE, "--yes"],
+                   cwd=repo, env=env, check=True, capture_output=True)
+    return {"repo": repo, "shas": shas, "python": str(python), "env": env}
+
+
+def history_command(project, *extra: str) -> list[str]:
+    base = project["shas"][0]
+    return [sys.executable, "-m", "gemmbench", "history", f"{base}..main", "--machine", MACHINE,
+            "--python", project["python"], "--package", "tinypkg", *extra]
+
+
+def result_file(project, sha: str) -> Path | None:
+    found = history.stored_result_files(project["repo"] / ".asv" / "results", MACHINE, sha, True)
+    return found[0] if found else None
+
+
+def marker_of(path: Path) -> float:
+    data = json.loads(path.read_text())
+    columns = data["result_columns"]
+    row = dict(zip(columns, data["results"]["bench_tiny.track_marker"], strict=False))
+    return row["result"][0]
+
+
+class TestCommitsIn:
+    """Tests for `commits_in`."""
+
+    def test_range_and_single(self, project):
+        """A..B lists the commits after A oldest first; one name is that commit."""
+        shas = project["shas"]
+        assert history.commits_in(project["repo"], f"{shas[0]}..main") == shas[1:]
+        assert history.commits_in(project["repo"], shas[2]) == [shas[2]]
+
+    def test_unknown(self, project):
+        """An unknown revision is a clear setup error."""
+        with pytest.raises(history.HistoryError, match="does not know"):
+            history.commits_in(project["repo"], "no-such-branch..main")
+
+
+class TestOfflineHistory:
+    """The offline path end to end: interrupt, resume, per-commit code, publish."""
+
+    def test_interrupt_resume_and_publish(self, project):
+        """An interrupted history keeps what it stored, resumes, measures each commit's own
+        code, and asv publish lists the slowed commit as a regression."""
+        repo, shas, env = project["repo"], project["shas"], project["env"]
+        package_shas = shas[1:]
+
+        # 1. Interrupt while the second commit is being measured.
+        process = subprocess.Popen(history_command(project), cwd=repo, env=env,
+                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        seen = []
+        for line in process.stdout:
+            seen.append(line)
+            if line.startswith("history: [2/4]") and "measuring" in line:
+                time.sleep(2.0)  # asv is running: the paused benchmark takes 10 s
+                process.send_signal(signal.SIGINT)
+                break
+        rest, _ = process.communicate(timeout=120)
+        output = "".join(seen) + rest
+        assert process.returncode == history.EXIT_INTERRUPTED, output
+        assert "resumes with the first commit not stored" in output
+        first = result_file(project, package_shas[0])
+        assert first is not None and not results.check_result_file(first, MACHINE)
+        assert result_file(project, package_shas[1]) is None
+        first_bytes = first.read_bytes()
+
+        # 2. Resume: the stored commit is skipped and left as it was, the others are measured.
+        done = subprocess.run(history_command(project), cwd=repo, env=env, capture_output=True,
+                              text=True, timeout=600)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert f"[1/4] {package_shas[0][:8]}" in done.stdout
+        assert "already stored, skipped" in done.stdout.splitlines()[1]
+        assert first.read_bytes() == first_bytes
+
+        # 3. Each commit was measured with its own code: the track returns that commit's MARKER.
+        markers = [marker_of(result_file(project, sha)) for sha in package_shas]
+        assert markers == [marker for marker, _ in COMMITS]
+        for sha in package_shas:
+            log = (repo / ".asv" / "results" / MACHINE / f"{sha[:8]}-run-log.jsonl").read_text()
+            code = [json.loads(line) for line in log.splitlines()]
+            assert code[-1]["kind"] == "code" and code[-1]["commit"] == sha
+            assert code[-1]["files_matching_commit"] == 1
+            assert "site-packages" in code[-1]["package_dir"]
+
+        # 4. A third run finds everything stored and measures nothing.
+        again = subprocess.run(history_command(project), cwd=repo, env=env, capture_output=True,
+                               text=True, timeout=120)
+        assert again.returncode == 0 and again.stdout.count("already stored, skipped") == 4
+
+        # 5. Stored results are valid, and publish lists the 4x slower commit as a regression.
+        check = subprocess.run([sys.executable, "-m", "gemmbench", "check-results",
+                                "--machine", MACHINE], cwd=repo, env=env, capture_output=True,
+                               text=True)
+        assert check.returncode == 0, check.stderr
+        subprocess.run([sys.executable, "-m", "asv", "publish"], cwd=repo, env=env, check=True,
+                       capture_output=True)
+        regressions = json.loads((repo / ".asv" / "html" / "regressions.json").read_text())
+        names = {entry[0]: entry for entry in regressions["regressions"]}
+        assert "bench_tiny.time_work" in names
+        index = json.loads((repo / ".asv" / "html" / "index.json").read_text())
+        jumps = names["bench_tiny.time_work"][6]
+        assert [index["revision_to_hash"][str(jump[1])] for jump in jumps] == [package_shas[-1]]
