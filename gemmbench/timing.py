@@ -12,10 +12,12 @@ from dataclasses import dataclass
 # "warm": back-to-back launches over the same buffers, inputs partly resident in L2.
 L2_POLICIES = ("cold", "warm")
 
-# A spin of this many device cycles is queued before the start event when nothing else covers
-# the host's launch latency, so the start event is never recorded while the GPU waits for the
-# kernel to be enqueued (that idle gap would otherwise be counted as kernel time).
-_SPIN_CYCLES = 40_000
+# A spin of this many device cycles (~0.5 ms at 2 GHz) is queued before the start event, so the
+# start event is never recorded while the GPU waits for the kernel to be enqueued (that idle gap
+# would otherwise be counted as kernel time). It must outlast the host work between the start
+# event and the launch: gemm.matmul's argument checks take tens of microseconds, more than the
+# L2 flush memset alone (~40 µs on an H200) reliably covers.
+_SPIN_CYCLES = 1_000_000
 
 _SPIN_SOURCE = r"""
 extern "C" __global__ void spin(long long cycles) {
@@ -68,16 +70,15 @@ class DeviceTimer:
         self._spin = cupy.RawKernel(_SPIN_SOURCE, "spin")
 
     def _cover_launch_latency(self) -> None:
+        import numpy
+
         stream = self._cupy.cuda.get_current_stream()
         if self._flush_buffer is not None:
-            # The memset both evicts L2 and keeps the GPU busy while the host enqueues the rest.
+            # Evicts the inputs from L2 before every cold sample.
             self._cupy.cuda.runtime.memsetAsync(
                 self._flush_buffer.data.ptr, 0, self._flush_bytes, stream.ptr
             )
-        else:
-            import numpy
-
-            self._spin((1,), (1,), (numpy.int64(_SPIN_CYCLES),))
+        self._spin((1,), (1,), (numpy.int64(_SPIN_CYCLES),))
 
     def time_once(self, launch: Callable[[], object]) -> float:
         """Run ``launch`` once; return the device seconds between the events around it."""
