@@ -1,0 +1,287 @@
+"""One side of the gate: a long-lived process that measures one revision's benchmarks on request.
+
+The gate starts it as ``python -m gemmbench.gate_worker --root WORKTREE --cases-from MOD:FUNC``.
+The worker puts WORKTREE first on ``sys.path``, so ``gemm`` and the provider module come from
+that revision. The harness (this module, ``gemmbench.timing``, ``gemmbench.cases``) is already
+imported from the gate's own checkout, so both sides are timed by the same code.
+
+Protocol: one JSON object per line. The worker speaks on its original stdout. Anything else the
+measured code prints is moved to stderr, so it cannot corrupt a message.
+
+    worker: {"event": "hello", "cases": [{"name", "timer", "flops"}], "device", "origins", ...}
+    gate:   {"op": "prepare", "cases": [names], "warmup": n}
+    worker: {"event": "ready", "seconds": s}
+    gate:   {"op": "measure", "cases": [names], "samples": n}        (once per round)
+    worker: {"event": "round", "times": {name: [seconds, ...]}}
+    gate:   {"op": "quit"}   (or closes stdin)
+
+On failure the worker sends {"event": "error", "kind", "case", "message", "traceback"} and exits 1.
+``kind`` is "provider" (the provider or its cases are unusable), "case" (the revision's code
+raised), "cuda" (a CUDA, cuBLAS or device error: the GPU may be at fault) or "protocol".
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import importlib
+import json
+import os
+import sys
+import time
+import traceback
+from collections.abc import Mapping
+from pathlib import Path
+
+from .cases import TIMERS
+
+# Exceptions that can come from the GPU or driver rather than from the revision's code.
+_CUDA_ERRORS = {
+    "CUDARuntimeError",
+    "CUDADriverError",
+    "CUBLASError",
+    "OutOfMemoryError",
+    "NoDeviceError",
+}
+
+
+class WorkerError(Exception):
+    def __init__(self, kind: str, message: str, case: str | None = None) -> None:
+        super().__init__(message)
+        self.kind, self.case = kind, case
+
+
+def _field(case, name: str, default=None):
+    if isinstance(case, Mapping):
+        return case.get(name, default)
+    return getattr(case, name, default)
+
+
+def _kind_of(exc: BaseException) -> str:
+    names = {cls.__name__ for cls in type(exc).__mro__}
+    return "cuda" if names & _CUDA_ERRORS else "case"
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}".strip().rstrip(":")
+
+
+def load_provider(spec: str):
+    """Import ``module:function`` and call it; returns {name: case}, checking each case's fields."""
+    module_name, sep, func_name = spec.partition(":")
+    if not sep or not module_name or not func_name:
+        raise WorkerError("provider", f"--cases-from must be module:function, got {spec!r}")
+    try:
+        module = importlib.import_module(module_name)
+        provider = getattr(module, func_name)
+        offered = list(provider())
+    except Exception as exc:
+        raise WorkerError("provider", f"cases provider {spec} failed: {_describe(exc)}") from exc
+    cases = {}
+    for case in offered:
+        name, launch, timer = _field(case, "name"), _field(case, "launch"), _field(case, "timer")
+        if not isinstance(name, str) or not name:
+            raise WorkerError("provider", f"{spec} returned a case without a name: {case!r}")
+        if name in cases:
+            raise WorkerError("provider", f"{spec} returned two cases named {name!r}")
+        if not callable(launch):
+            raise WorkerError("provider", f"case {name!r} has no callable launch", name)
+        if timer not in TIMERS:
+            raise WorkerError(
+                "provider", f"case {name!r} has timer {timer!r}; use one of {TIMERS}", name
+            )
+        cases[name] = case
+    if not cases:
+        raise WorkerError("provider", f"{spec} returned no cases")
+    return module, cases
+
+
+def _device_name() -> str:
+    try:
+        import cupy
+
+        props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
+    except Exception as exc:
+        raise WorkerError("cuda", f"no usable CUDA device: {_describe(exc)}") from exc
+    name = props["name"]
+    return name.decode() if isinstance(name, bytes) else str(name)
+
+
+class Worker:
+    """Holds the side's cases and the timers; answers the gate's requests."""
+
+    def __init__(self, cases: Mapping[str, object]) -> None:
+        self.cases = cases
+        self._device_timer = None
+
+    def _case(self, name) -> object:
+        if name not in self.cases:
+            raise WorkerError(
+                "protocol", f"no case named {name!r}; offered: {', '.join(self.cases)}"
+            )
+        return self.cases[name]
+
+    def _device(self):
+        if self._device_timer is None:
+            from .timing import DeviceTimer
+
+            self._device_timer = DeviceTimer()
+        return self._device_timer
+
+    def prepare(self, names, warmup: int) -> None:
+        for name in names:
+            case = self._case(name)
+            try:
+                prepare = _field(case, "prepare")
+                if prepare is not None:
+                    prepare()
+                if _field(case, "timer") == "cuda":
+                    self._device()
+                self._measure(case, samples=1, warmup=warmup)
+            except WorkerError:
+                raise
+            except Exception as exc:
+                raise WorkerError(_kind_of(exc), f"{name}: {_describe(exc)}", name) from exc
+
+    def measure(self, names, samples: int) -> dict[str, list[float]]:
+        times = {}
+        for i, name in enumerate(names):
+            case = self._case(name)
+            try:
+                # One untimed launch before the first case: the other side ran in between, so
+                # the GPU may have been idle. The cases after it follow this side's own work.
+                times[name] = self._measure(case, samples=samples, warmup=1 if i == 0 else 0)
+            except Exception as exc:
+                raise WorkerError(_kind_of(exc), f"{name}: {_describe(exc)}", name) from exc
+        return times
+
+    def _measure(self, case, samples: int, warmup: int) -> list[float]:
+        launch = _field(case, "launch")
+        if _field(case, "timer") == "cuda":
+            times = self._device().samples(launch, repeat=samples, warmup=warmup)
+        else:
+            for _ in range(warmup):
+                launch()
+            times = []
+            gc_was_enabled = gc.isenabled()
+            gc.disable()
+            try:
+                for _ in range(samples):
+                    start = time.perf_counter()
+                    launch()
+                    times.append(time.perf_counter() - start)
+            finally:
+                if gc_was_enabled:
+                    gc.enable()
+        for t in times:
+            if not (t > 0 and t < float("inf")):
+                raise WorkerError("case", f"{_field(case, 'name')}: measured an invalid time {t!r}")
+        return times
+
+
+def _origins(root: Path, module) -> dict[str, str | None]:
+    """Where the provider and `gemm` came from, so the gate can check they are this side's."""
+    gemm = sys.modules.get("gemm")
+    return {
+        "root": str(root),
+        "provider": getattr(module, "__file__", None),
+        "gemm": getattr(gemm, "__file__", None) if gemm else None,
+    }
+
+
+def serve(root: Path, cases_from: str, channel, requests) -> int:
+    def send(message: dict) -> None:
+        channel.write(json.dumps(message) + "\n")
+        channel.flush()
+
+    try:
+        sys.path.insert(0, str(root))
+        module, cases = load_provider(cases_from)
+        device = None
+        if any(_field(c, "timer") == "cuda" for c in cases.values()):
+            device = _device_name()
+        send(
+            {
+                "event": "hello",
+                "cases": [
+                    {"name": n, "timer": _field(c, "timer"), "flops": _field(c, "flops")}
+                    for n, c in cases.items()
+                ],
+                "device": device,
+                "origins": _origins(root, module),
+                "python": sys.version.split()[0],
+                "pid": os.getpid(),
+            }
+        )
+        worker = Worker(cases)
+        for line in requests:
+            if not line.strip():
+                continue
+            try:
+                request = json.loads(line)
+                op = request["op"]
+            except (ValueError, KeyError, TypeError) as exc:
+                raise WorkerError("protocol", f"bad request {line.strip()!r}: {exc}") from exc
+            if op == "quit":
+                return 0
+            if op == "prepare":
+                start = time.perf_counter()
+                worker.prepare(request["cases"], int(request.get("warmup", 2)))
+                send({"event": "ready", "seconds": time.perf_counter() - start})
+            elif op == "measure":
+                send(
+                    {
+                        "event": "round",
+                        "times": worker.measure(request["cases"], int(request["samples"])),
+                    }
+                )
+            else:
+                raise WorkerError("protocol", f"unknown op {op!r}")
+        return 0  # the gate closed stdin
+    except WorkerError as exc:
+        send(
+            {
+                "event": "error",
+                "kind": exc.kind,
+                "case": exc.case,
+                "message": str(exc),
+                "traceback": traceback.format_exc(),
+            }
+        )
+        return 1
+    except Exception as exc:
+        send(
+            {
+                "event": "error",
+                "kind": _kind_of(exc),
+                "case": None,
+                "message": _describe(exc),
+                "traceback": traceback.format_exc(),
+            }
+        )
+        return 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m gemmbench.gate_worker", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument("--root", required=True, type=Path, help="the side's worktree")
+    parser.add_argument("--cases-from", required=True, help="cases provider, module:function")
+    args = parser.parse_args(argv)
+
+    # The protocol keeps the real stdout; fd 1 is pointed at stderr so that prints from the
+    # measured code, including C extensions writing to fd 1, cannot interleave with messages.
+    sys.stdout.flush()
+    channel = os.fdopen(os.dup(1), "w", encoding="utf-8")
+    os.dup2(2, 1)
+    try:
+        return serve(args.root.resolve(), args.cases_from, channel, sys.stdin)
+    except KeyboardInterrupt:
+        return 130
+    finally:
+        channel.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,293 @@
+"""Load and check thresholds.toml: the speed-up floors and the gate's settings, per-GPU overrides.
+
+Every key is required and checked, and the error names the key, so a typo cannot quietly fall
+back to some default in the code. This module holds no numbers of its own.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import math
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
+
+from .stats import smallest_p
+
+DEFAULT_PATH = Path(__file__).resolve().parent.parent / "thresholds.toml"
+
+# Speed-up key -> (faster variant, slower variant). Its value is t(slower) / t(faster), both
+# measured in the same run.
+RATIOS: Mapping[str, tuple[str, str]] = MappingProxyType(
+    {
+        "tiled_over_naive": ("tiled", "naive"),
+        "coarsened_over_tiled": ("coarsened", "tiled"),
+        "coarsened_over_cublas": ("coarsened", "cublas"),
+    }
+)
+
+
+class ThresholdsError(ValueError):
+    """thresholds.toml is missing or unreadable, or a key is missing or invalid (and named)."""
+
+
+@dataclass(frozen=True)
+class Speedups:
+    """Minimum speed-ups between variants at n×n×n (see RATIOS)."""
+
+    n: int
+    tiled_over_naive: float
+    coarsened_over_tiled: float
+    coarsened_over_cublas: float
+
+
+@dataclass(frozen=True)
+class GateSettings:
+    """How the head-vs-base gate measures and decides (docs/gate.md)."""
+
+    tolerance: float
+    alpha: float
+    rounds: int
+    samples: int
+    cases: tuple[str, ...]
+    canary: tuple[str, ...]
+    max_clock_drop: float
+    max_spread: float
+
+
+@dataclass(frozen=True)
+class _Key:
+    kind: type  # int, float or tuple (a list of benchmark names)
+    valid: Callable[[object], bool]
+    expected: str  # completes "must be ..."
+
+
+def _names(empty_ok: bool) -> Callable[[object], bool]:
+    def valid(value) -> bool:
+        return (empty_ok or len(value) > 0) and len(set(value)) == len(value)
+
+    return valid
+
+
+_SPEEDUP_KEYS = {
+    "n": _Key(int, lambda v: v >= 1, "a whole number ≥ 1"),
+    **{key: _Key(float, lambda v: v > 0, "a number > 0") for key in RATIOS},
+}
+_GATE_KEYS = {
+    "tolerance": _Key(float, lambda v: 0 <= v < 1, "a number in [0, 1), e.g. 0.03 for 3%"),
+    "alpha": _Key(float, lambda v: 0 < v < 0.5, "a number in (0, 0.5), e.g. 0.002"),
+    "rounds": _Key(int, lambda v: v >= 2, "a whole number ≥ 2"),
+    "samples": _Key(int, lambda v: v >= 1, "a whole number ≥ 1"),
+    "cases": _Key(tuple, _names(empty_ok=False), "a non-empty list of distinct benchmark names"),
+    "canary": _Key(
+        tuple, _names(empty_ok=True), "a list of distinct benchmark names (may be empty)"
+    ),
+    "max_clock_drop": _Key(float, lambda v: 0 < v < 1, "a number in (0, 1), e.g. 0.10"),
+    "max_spread": _Key(float, lambda v: v > 0, "a number > 0, e.g. 0.05"),
+}
+_SECTIONS = {"speedups": (_SPEEDUP_KEYS, Speedups), "gate": (_GATE_KEYS, GateSettings)}
+
+
+def _convert(key: _Key, value):
+    """The value as ``key.kind``, or None when it has the wrong type."""
+    if isinstance(value, bool):
+        return None
+    if key.kind is int:
+        return value if isinstance(value, int) else None
+    if key.kind is float:
+        ok = isinstance(value, (int, float)) and math.isfinite(value)
+        return float(value) if ok else None
+    if isinstance(value, list) and all(isinstance(v, str) and v.strip() for v in value):
+        return tuple(value)
+    return None
+
+
+def _unknown(name: str, known) -> str:
+    close = difflib.get_close_matches(name.rsplit(".", 1)[-1], list(known), n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    return f"{name} is not a known key{hint}; known keys: {', '.join(known)}"
+
+
+def _check_table(
+    table, label: str, spec: Mapping[str, _Key], required: bool, problems: list[str]
+) -> dict:
+    """The valid entries of ``table``; each problem goes to ``problems``, naming its key."""
+    if not isinstance(table, dict):
+        problems.append(f"{label} must be a table, got {table!r}")
+        return {}
+    checked = {}
+    for name, value in table.items():
+        if name not in spec:
+            problems.append(_unknown(f"{label}.{name}", spec))
+            continue
+        converted = _convert(spec[name], value)
+        if converted is None or not spec[name].valid(converted):
+            problems.append(f"{label}.{name} must be {spec[name].expected}, got {value!r}")
+            continue
+        checked[name] = converted
+    if required:
+        for name in spec:
+            if name not in table:
+                problems.append(f"{label}.{name} is missing; it must be {spec[name].expected}")
+    return checked
+
+
+def _cross_check(gate: GateSettings, label: str, problems: list[str]) -> None:
+    reachable = smallest_p(gate.rounds, gate.rounds)
+    if reachable >= gate.alpha:
+        need = next(r for r in range(gate.rounds, 1000) if smallest_p(r, r) < gate.alpha)
+        problems.append(
+            f"{label}gate.rounds = {gate.rounds} can never reach gate.alpha = {gate.alpha}: "
+            f"the smallest p-value with {gate.rounds} rounds a side is {reachable:.3g}; "
+            f"use rounds ≥ {need} or a larger alpha"
+        )
+
+
+def gpu_tokens(name: str) -> tuple[str, ...]:
+    """A GPU name as lower-case words: "NVIDIA H100 80GB" -> ("nvidia", "h100", "80gb")."""
+    return tuple(re.findall(r"[a-z0-9]+", name.lower()))
+
+
+def match_gpu(device_name: str, keys) -> str | None:
+    """The key whose words appear, in order and adjacent, in ``device_name``; the longest wins.
+
+    "H100" matches "NVIDIA H100 80GB HBM3" and "NVIDIA H100 PCIe", "H100 PCIe" only the latter,
+    and "H200" does not match "NVIDIA GH200". Two matching keys of the same length are ambiguous.
+    """
+    words = gpu_tokens(device_name)
+    matches = []
+    for key in keys:
+        want = gpu_tokens(key)
+        if want and any(
+            words[i : i + len(want)] == want for i in range(len(words) - len(want) + 1)
+        ):
+            matches.append((len(want), key))
+    if not matches:
+        return None
+    matches.sort(reverse=True)
+    if len(matches) > 1 and matches[0][0] == matches[1][0]:
+        raise ThresholdsError(
+            f"GPU {device_name!r} matches both [gpu.{matches[0][1]!r}] "
+            f"and [gpu.{matches[1][1]!r}]; "
+            f"make one name longer so it is more specific"
+        )
+    return matches[0][1]
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """The checked file. ``gpu`` names the [gpu."NAME"] table applied by :meth:`for_gpu`, if any."""
+
+    path: Path
+    speedups: Speedups
+    gate: GateSettings
+    overrides: Mapping[str, Mapping[str, Mapping[str, object]]]
+    gpu: str | None = None
+    # "speedups.tiled_over_naive" -> the table that set it, e.g. '[gpu."H200".speedups]'.
+    origins: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+    def for_gpu(self, device_name: str | None) -> Thresholds:
+        """These thresholds with the override table matching ``device_name`` applied."""
+        key = match_gpu(device_name, self.overrides) if device_name else None
+        if key is None:
+            return self
+        origins = dict(self.origins)
+        sections = {}
+        for section, values in self.overrides[key].items():
+            sections[section] = dataclasses.replace(getattr(self, section), **values)
+            origins.update({f"{section}.{name}": f'[gpu."{key}".{section}]' for name in values})
+        return dataclasses.replace(self, gpu=key, origins=origins, **sections)
+
+    def with_gate(self, source: str, **changes) -> Thresholds:
+        """Gate settings replaced from ``source`` (e.g. "--rounds"), checked like the file's."""
+        problems: list[str] = []
+        checked = _check_table(changes, "gate", _GATE_KEYS, required=False, problems=problems)
+        if not problems:
+            gate = dataclasses.replace(self.gate, **checked)
+            _cross_check(gate, "", problems)
+        if problems:
+            raise ThresholdsError(f"{source}: " + "; ".join(problems))
+        origins = {**self.origins, **{f"gate.{name}": source for name in checked}}
+        return dataclasses.replace(self, gate=gate, origins=origins)
+
+    def origin(self, dotted_key: str) -> str:
+        """Where a value came from: '[gpu."H200".speedups] tiled_over_naive in thresholds.toml'."""
+        section, name = dotted_key.split(".", 1)
+        table = self.origins.get(dotted_key, f"[{section}]")
+        if table.startswith("--"):
+            return table
+        return f"{table} {name} in {self.path.name}"
+
+
+def load(path: str | Path = DEFAULT_PATH) -> Thresholds:
+    """Read and check ``path``; ThresholdsError lists every missing or invalid key by name."""
+    path = Path(path)
+    try:
+        with path.open("rb") as f:
+            data = tomllib.load(f)
+    except FileNotFoundError:
+        raise ThresholdsError(
+            f"{path}: thresholds file not found (pass --thresholds PATH)"
+        ) from None
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ThresholdsError(f"{path}: cannot read thresholds: {exc}") from None
+
+    problems: list[str] = []
+    sections = {}
+    for section, (spec, _) in _SECTIONS.items():
+        if section not in data:
+            problems.append(f"[{section}] table is missing; it needs keys {', '.join(spec)}")
+            sections[section] = {}
+        else:
+            sections[section] = _check_table(
+                data[section], section, spec, required=True, problems=problems
+            )
+
+    overrides: dict[str, dict[str, dict]] = {}
+    gpus = data.get("gpu", {})
+    if not isinstance(gpus, dict):
+        problems.append(f'gpu must hold tables like [gpu."H100".speedups], got {gpus!r}')
+        gpus = {}
+    for gpu, tables in gpus.items():
+        label = f'gpu."{gpu}"'
+        if not gpu_tokens(gpu):
+            problems.append(f"{label} has no letters or digits to match a GPU name with")
+        if not isinstance(tables, dict):
+            problems.append(f"{label} must hold [{label}.speedups] and/or [{label}.gate] tables")
+            continue
+        overrides[gpu] = {}
+        for section, table in tables.items():
+            if section not in _SECTIONS:
+                problems.append(_unknown(f"{label}.{section}", _SECTIONS))
+                continue
+            spec = _SECTIONS[section][0]
+            overrides[gpu][section] = _check_table(
+                table, f"{label}.{section}", spec, False, problems
+            )
+
+    for name in set(data) - {"speedups", "gate", "gpu"}:
+        problems.append(_unknown(name, ["speedups", "gate", "gpu"]))
+
+    if not problems:
+        gate = GateSettings(**sections["gate"])
+        _cross_check(gate, "", problems)
+        for gpu, tables in overrides.items():
+            if "gate" in tables:
+                _cross_check(dataclasses.replace(gate, **tables["gate"]), f'gpu."{gpu}".', problems)
+    if problems:
+        raise ThresholdsError(f"{path}: " + ("\n  ".join(["invalid thresholds:", *problems])))
+
+    return Thresholds(
+        path=path,
+        speedups=Speedups(**sections["speedups"]),
+        gate=GateSettings(**sections["gate"]),
+        overrides=MappingProxyType({k: MappingProxyType(v) for k, v in overrides.items()}),
+    )

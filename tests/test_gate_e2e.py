@@ -1,0 +1,261 @@
+"""End-to-end tests of `python -m gemmbench gate` on CPU: a throwaway repo, a tiny CPU benchmark."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+HARNESS_ROOT = Path(__file__).resolve().parent.parent
+
+# The benchmark under test: SHA-256 chains of fixed length, a few hundred microseconds each.
+PROVIDER = """\
+import hashlib
+import time
+
+WORK = {"hash": 1500, "steady": 1000}
+SLEEP = 0.0
+
+
+def _work(n):
+    h = b"x"
+    for _ in range(n):
+        h = hashlib.sha256(h).digest()
+    time.sleep(SLEEP)
+
+
+def cases():
+    return [{"name": k, "timer": "cpu", "launch": (lambda n=n: _work(n))} for k, n in WORK.items()]
+"""
+
+# Loose on purpose: two cores shared with other jobs make CPU timings noisy, and these tests check
+# the plumbing, not the tolerance. A 3× slowdown is far beyond a 25% tolerance.
+THRESHOLDS = """\
+[speedups]
+n = 4096
+tiled_over_naive = 1.3
+coarsened_over_tiled = 2.0
+coarsened_over_cublas = 0.35
+
+[gate]
+tolerance = 0.25
+alpha = 0.002
+rounds = 8
+samples = 5
+cases = ["hash", "steady"]
+canary = []
+max_clock_drop = 0.10
+max_spread = 1.0
+"""
+
+GIT_ENV = {
+    "GIT_AUTHOR_NAME": "gate test",
+    "GIT_AUTHOR_EMAIL": "gate@example.invalid",
+    "GIT_COMMITTER_NAME": "gate test",
+    "GIT_COMMITTER_EMAIL": "gate@example.invalid",
+    "GIT_CONFIG_NOSYSTEM": "1",
+}
+
+
+class Repo:
+    """A throwaway repository holding benchcases.py; each commit() edits it and returns the sha."""
+
+    def __init__(self, path: Path, tmp: Path) -> None:
+        self.path, self.tmp = path, tmp
+        self.env = {**os.environ, **GIT_ENV, "HOME": str(tmp), "TMPDIR": str(tmp / "gate-tmp")}
+        (tmp / "gate-tmp").mkdir()
+        path.mkdir()
+        self.git("init", "--quiet")
+        self.thresholds = tmp / "thresholds.toml"
+        self.thresholds.write_text(THRESHOLDS)
+        self.commit("base", PROVIDER)
+
+    def git(self, *args: str) -> str:
+        done = subprocess.run(
+            ["git", "-c", "commit.gpgsign=false", *args],
+            cwd=self.path,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        return done.stdout.strip()
+
+    def commit(self, message: str, provider: str | None = None, **files: str) -> str:
+        if provider is not None:
+            files["benchcases.py"] = provider
+        for name, text in files.items():
+            (self.path / name).write_text(text)
+        self.git("add", "--all")
+        self.git("commit", "--quiet", "--allow-empty", "-m", message)
+        return self.git("rev-parse", "HEAD")
+
+    def gate_command(self, base: str, head: str, *extra: str) -> list[str]:
+        return [
+            sys.executable,
+            "-m",
+            "gemmbench",
+            "gate",
+            "--repo",
+            str(self.path),
+            "--base",
+            base,
+            "--head",
+            head,
+            "--cases-from",
+            "benchcases:cases",
+            "--thresholds",
+            str(self.thresholds),
+            "--json",
+            str(self.tmp / "gate.json"),
+            "--markdown",
+            str(self.tmp / "summary.md"),
+            *extra,
+        ]
+
+    def gate(self, base: str, head: str, *extra: str) -> tuple[int, str, dict]:
+        done = subprocess.run(
+            self.gate_command(base, head, *extra),
+            cwd=HARNESS_ROOT,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        result = json.loads((self.tmp / "gate.json").read_text())
+        return done.returncode, done.stdout + done.stderr, result
+
+    def assert_clean(self) -> None:
+        """No worktree, temporary directory or worker is left behind."""
+        assert self.git("worktree", "list", "--porcelain").count("worktree ") == 1
+        assert list((self.tmp / "gate-tmp").iterdir()) == []
+
+
+@pytest.fixture
+def repo(tmp_path):
+    return Repo(tmp_path / "repo", tmp_path)
+
+
+def verdicts(result: dict) -> dict[str, str]:
+    return {b["name"]: b["verdict"] for b in result["benchmarks"]}
+
+
+class TestGateEndToEnd:
+    """Tests for the whole gate: worktrees, two workers, interleaved rounds, outputs, exit codes."""
+
+    def test_slower_commit_fails(self, repo):
+        """A commit that makes `hash` 3× slower exits 1 and names `hash`, not `steady`."""
+        base = repo.git("rev-parse", "HEAD")
+        head = repo.commit("slower hash", PROVIDER.replace('"hash": 1500', '"hash": 4500'))
+        code, output, result = repo.gate(base, head)
+        assert code == 1, output
+        assert result["status"] == "regression"
+        assert verdicts(result) == {"hash": "slower", "steady": "same"}
+        assert "hash is" in result["reasons"][0]
+        summary = (repo.tmp / "summary.md").read_text()
+        assert "❌ regression" in summary and "| hash |" in summary
+        assert "round 8/8" in output  # progress on stderr
+        repo.assert_clean()
+
+    @pytest.mark.parametrize("same_commit", [True, False])
+    def test_identical_code_passes(self, repo, same_commit):
+        """The same commit on both sides, or a commit that changes only a README, exits 0."""
+        base = repo.git("rev-parse", "HEAD")
+        head = (
+            base if same_commit else repo.commit("docs only", **{"README.md": "no code change\n"})
+        )
+        code, output, result = repo.gate(base, head)
+        assert code == 0, output
+        assert result["status"] == "pass" and set(verdicts(result).values()) == {"same"}
+        assert result["base_sha"] == base and result["head_sha"] == head
+        repo.assert_clean()
+
+    def test_measures_merge_base(self, repo):
+        """--base may be a branch that moved on: the gate measures its merge-base with head."""
+        fork = repo.git("rev-parse", "HEAD")
+        repo.git("checkout", "--quiet", "-b", "feature")
+        head = repo.commit("feature work", **{"notes.txt": "x\n"})
+        repo.git("checkout", "--quiet", "-")
+        repo.commit("main moved on", PROVIDER.replace('"hash": 1500', '"hash": 4500'))
+        code, output, result = repo.gate("HEAD", head, "--rounds", "6")
+        assert result["base_sha"] == fork, output
+        assert code == 0  # main's later slowdown is not the feature's fault
+
+    def test_head_that_raises_fails(self, repo):
+        """A head whose benchmark raises exits 1, naming the benchmark and the error."""
+        base = repo.git("rev-parse", "HEAD")
+        broken = PROVIDER.replace(
+            "    time.sleep(SLEEP)",
+            "    time.sleep(SLEEP)\n    if n == 1500:\n        raise ValueError('boom')",
+        )
+        head = repo.commit("broken", broken)
+        code, output, result = repo.gate(base, head)
+        assert code == 1, output
+        assert verdicts(result) == {"hash": "broken on head"}
+        assert "ValueError: boom" in result["reasons"][0]
+        repo.assert_clean()
+
+    def test_base_that_cannot_be_measured_is_infrastructure(self, repo):
+        """When base cannot be measured there is nothing to compare: exit 4, not a regression."""
+        base = repo.commit(
+            "no provider", **{"benchcases.py": "raise ImportError('base is broken')\n"}
+        )
+        head = repo.commit("fixed", PROVIDER)
+        code, output, result = repo.gate(base, head)
+        assert code == 4, output
+        assert (
+            result["status"] == "infrastructure failure"
+            and "base is broken" in result["reasons"][0]
+        )
+        repo.assert_clean()
+
+    @pytest.mark.parametrize(
+        ("extra", "message"),
+        [
+            (("--cases", "nope"), "head offers no benchmark nope"),
+            (("--rounds", "3"), "--rounds: gate.rounds = 3 can never reach"),
+        ],
+    )
+    def test_usage_errors(self, repo, extra, message):
+        """An unknown benchmark or too few rounds exits 2 with the reason."""
+        head = repo.git("rev-parse", "HEAD")
+        code, output, result = repo.gate(head, head, *extra)
+        assert code == 2, output
+        assert message in result["reasons"][0]
+        repo.assert_clean()
+
+    @pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+    def test_interrupt_cleans_up(self, repo, signum, code):
+        """Ctrl-C or SIGTERM mid-run removes both worktrees and stops both workers."""
+        head = repo.commit("slow", PROVIDER.replace("SLEEP = 0.0", "SLEEP = 0.05"))
+        proc = subprocess.Popen(
+            repo.gate_command(head, head, "--rounds", "50"),
+            cwd=HARNESS_ROOT,
+            env=repo.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        lines: queue.Queue = queue.Queue()
+        threading.Thread(
+            target=lambda: [lines.put(line) for line in proc.stderr], daemon=True
+        ).start()
+        deadline = time.monotonic() + 60
+        while "round 1/50" not in lines.get(timeout=max(0.1, deadline - time.monotonic())):
+            pass
+        proc.send_signal(signum)
+        assert proc.wait(timeout=30) == code
+        result = json.loads((repo.tmp / "gate.json").read_text())
+        assert result["status"] == "interrupted"
+        for worker in result["workers"].values():
+            with pytest.raises(ProcessLookupError):
+                os.kill(worker["pid"], 0)
+        repo.assert_clean()
