@@ -330,16 +330,19 @@ def render_markdown(report: Report) -> str:
     meta = report.meta
     lines = [f"### GEMM performance gate: {_HEADLINES[report.status]}", ""]
     if meta.get("head_sha"):
-        gate = meta.get("gate", {})
         where = f" on {meta['gpu']}" if meta.get("gpu") else ""
-        lines.append(
+        text = (
             f"Head `{_short(meta['head_sha'])}` ({meta.get('head_rev')}) against base "
-            f"`{_short(meta.get('base_sha'))}` (merge-base with {meta.get('base_rev')}){where}: "
-            f"{gate.get('rounds', '?')} interleaved rounds × {gate.get('samples', '?')} launches. "
-            f"A benchmark fails when head is more than {gate.get('tolerance', 0):.1%} slower "
-            f"with p < {gate.get('alpha', '?')}."
+            f"`{_short(meta.get('base_sha'))}` (merge-base with {meta.get('base_rev')}){where}."
         )
-        lines.append("")
+        gate = meta.get("gate")
+        if gate:  # known once the workers have reported the GPU
+            text = text[:-1] + (
+                f": {gate['rounds']} interleaved rounds × {gate['samples']} launches. "
+                f"A benchmark fails when head is more than {gate['tolerance']:.1%} slower "
+                f"with p < {gate['alpha']:g}."
+            )
+        lines += [text, ""]
     if report.comparisons:
         lines += ["| benchmark | base | head | ratio | verdict |", "|---|--:|--:|--:|---|"]
         for c in report.comparisons:
@@ -765,7 +768,11 @@ class _Run:
     ) -> None:
         """Blame head's code (exit 1) when base still works, the machine (exit 4) otherwise."""
         if "base" in failures or not healthy_base:
-            detail = "; ".join(str(f) for f in failures.values())
+            messages = {f.message for f in failures.values()}
+            if len(failures) == 2 and len(messages) == 1:
+                detail = f"base and head: {messages.pop()}"
+            else:
+                detail = "; ".join(str(f) for f in failures.values())
             raise InfraFailure(f"could not measure base, so nothing can be compared: {detail}")
         failure = failures["head"]
         if failure.kind == "protocol":

@@ -516,3 +516,66 @@ class TestWorker:
         error = json.loads(channel.getvalue().splitlines()[-1])
         assert error["event"] == "error" and error["kind"] == "case" and error["case"] == "a"
         assert "ZeroDivisionError: kernel divided by zero" in error["message"]
+
+
+class StubWorker:
+    """Answers a round request, or raises the given failure; counts the requests."""
+
+    def __init__(self, failure=None):
+        self.failure, self.requests = failure, 0
+
+    def request(self, message, timeout):
+        self.requests += 1
+        if self.failure:
+            raise self.failure
+        return {"event": "round", "times": {name: [1e-3] for name in message["cases"]}}
+
+
+class TestBlame:
+    """Tests for whom the gate blames for a failing worker: head's code (1) or the machine (4)."""
+
+    @pytest.fixture
+    def run(self):
+        import argparse
+
+        from gemmbench.thresholds import load
+
+        args = argparse.Namespace(base="main", head="HEAD", cases_from=gate.DEFAULT_PROVIDER)
+        return gate._Run(args, load())
+
+    REQUEST = {"op": "measure", "cases": ["coarsened-4096"], "samples": 5}
+
+    @pytest.mark.parametrize("kind", ["cuda", "crash", "timeout"])
+    def test_head_fails_base_healthy(self, run, kind):
+        """A CUDA error, crash or hang in head while base still answers is head's fault."""
+        base = StubWorker()
+        failure = gate.WorkerFailure("head", kind, "illegal memory access", "coarsened-4096")
+        with pytest.raises(gate._HeadBroken):
+            run._after_round_failure(failure, {"base": base, "head": StubWorker()}, self.REQUEST)
+        assert base.requests == 1
+
+    def test_head_and_base_fail(self, run):
+        """When base fails the health check too, the GPU is at fault: infrastructure."""
+        base = StubWorker(gate.WorkerFailure("base", "cuda", "ECC error"))
+        failure = gate.WorkerFailure("head", "cuda", "ECC error")
+        with pytest.raises(gate.InfraFailure, match="ECC error"):
+            run._after_round_failure(failure, {"base": base, "head": StubWorker()}, self.REQUEST)
+
+    def test_head_python_error_needs_no_check(self, run):
+        """A Python error in head's code is head's fault without asking base."""
+        base = StubWorker()
+        failure = gate.WorkerFailure("head", "case", "AssertionError: differs from cuBLAS")
+        with pytest.raises(gate._HeadBroken):
+            run._after_round_failure(failure, {"base": base, "head": StubWorker()}, self.REQUEST)
+        assert base.requests == 0
+
+    @pytest.mark.parametrize(
+        ("side", "kind"), [("base", "case"), ("base", "cuda"), ("head", "protocol")]
+    )
+    def test_infrastructure(self, run, side, kind):
+        """Base failing, or a protocol error, is never blamed on the PR."""
+        failure = gate.WorkerFailure(side, kind, "something broke")
+        with pytest.raises(gate.InfraFailure):
+            run._after_round_failure(
+                failure, {"base": StubWorker(), "head": StubWorker()}, self.REQUEST
+            )
