@@ -106,7 +106,9 @@ fi
 
 run_suite() { # run_suite NAME [asv args...]: the suite on HEAD into .asv/evidence/NAME
     local name=$1; shift
-    write_config "$EV/$name.conf.json" "$EV/$name/results" "$EV/$name/html" main
+    # Branch HEAD: asv run resolves the configured branches even with --set-commit-hash, and
+    # this copy of the repository may have no branch called main.
+    write_config "$EV/$name.conf.json" "$EV/$name/results" "$EV/$name/html" HEAD
     local start=$SECONDS
     GEMMBENCH_RUN_LOG_DIR="$EV/$name/results/$MACHINE" GEMMBENCH_COMMIT="$HEAD_SHA" \
         timeout 420 asv run --config "$EV/$name.conf.json" -E "existing:$PY" \

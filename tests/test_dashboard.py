@@ -74,8 +74,19 @@ class TestPublish:
         assert not any("track_tflops" in n for n in names)
 
 
-@pytest.mark.skipif(shutil.which("chromium") is None and not dashboard.os.environ.get("CHROMIUM"),
-                    reason="needs Chromium: apt-get install chromium")
+def _browser_missing() -> str | None:
+    try:
+        dashboard.find_chromium()
+    except FileNotFoundError:
+        return "needs Chromium: apt-get install chromium"
+    vendored = all(dashboard.DEFAULT_CACHE.joinpath(f"{spec.replace('@', '-')}.tgz").exists()
+                   for spec, _ in dashboard.VENDOR.values())
+    if not vendored and shutil.which("npm") is None:
+        return "needs npm once, for the dashboard's libraries: apt-get install npm"
+    return None
+
+
+@pytest.mark.skipif(_browser_missing() is not None, reason=str(_browser_missing()))
 class TestBrowser:
     """The published site in a real headless Chromium, served by `asv preview`."""
 
