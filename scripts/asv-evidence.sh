@@ -22,8 +22,12 @@ MACHINE=${MACHINE:-h200}
 REAL_COMMITS=${REAL_COMMITS:-4}
 # History points are measured with one round (process) each, to fit the time budget.
 HISTORY_ROUNDS=${HISTORY_ROUNDS:-1}
-# The second A/A run repeats the time benchmarks only (the tracked figures have no samples).
+# The second A/A run repeats the time benchmarks only (the tracked figures have no samples);
+# AA1_BENCH (default: everything) narrows the first run, e.g. when the suite's wall time is known.
+AA1_BENCH=${AA1_BENCH:-}
 AA2_BENCH=${AA2_BENCH:-Gemm.time_gemm}
+# HISTORY_BENCH narrows the history to some benchmarks (default: all), to fit a time budget.
+HISTORY_BENCH=${HISTORY_BENCH:-}
 PY=$(command -v python3)
 REPO=$(git rev-parse --show-toplevel)
 EV="$REPO/.asv/evidence"
@@ -121,13 +125,13 @@ run_suite() { # run_suite NAME [asv args...]: the suite on HEAD into .asv/eviden
 if has_phase aa; then
     banner "aa: default suite on HEAD, run 1 (all benchmarks, timed)"
     mkdir -p "$EV/aa1/results/$MACHINE" "$EV/aa2/results/$MACHINE"
-    wall1=$(run_suite aa1 | tail -1)
+    wall1=$(run_suite aa1 ${AA1_BENCH:+--bench "$AA1_BENCH"} | tail -1)
     tail -5 "$LOG/aa1.txt"
     banner "aa: run 2 (time benchmarks: $AA2_BENCH)"
     wall2=$(run_suite aa2 --bench "$AA2_BENCH" | tail -1)
     "$PY" scripts/asv_evidence.py compare "$EV/aa1/results" "$EV/aa2/results" \
         --machine "$MACHINE" --commit "$HEAD_SHA" | tee "$LOG/aa-compare.txt" || true
-    part 3-aa "default suite wall time: ${wall1} s (run 1, all benchmarks); run 2 ($AA2_BENCH): ${wall2} s" \
+    part 3-aa "suite wall time: ${wall1} s (run 1, ${AA1_BENCH:-all benchmarks}); run 2 ($AA2_BENCH): ${wall2} s" \
         "$(sed -n '/^largest/,$p' "$LOG/aa-compare.txt")" \
         "GPU during A/A: $("$PY" scripts/asv_evidence.py conditions "$EV/aa1/results" --machine "$MACHINE")"
 fi
@@ -172,7 +176,8 @@ EOF
     set +e
     timeout 540 "$PY" -m gemmbench history "$base..$SLOW_BRANCH" --machine "$MACHINE" \
         --python "$PY" --config "$EV/history.conf.json" \
-        --asv-arg=-a --asv-arg="rounds=$HISTORY_ROUNDS" 2>&1 | tee "$LOG/history.txt"
+        --asv-arg=-a --asv-arg="rounds=$HISTORY_ROUNDS" \
+        ${HISTORY_BENCH:+--asv-arg=--bench --asv-arg="$HISTORY_BENCH"} 2>&1 | tee "$LOG/history.txt"
     status=${PIPESTATUS[0]}
     set -e
     [[ $status -eq 0 ]] || { echo "history exited $status (rerun this phase to resume)"; exit "$status"; }
