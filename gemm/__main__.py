@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import statistics
 import sys
@@ -37,11 +38,17 @@ def _parser() -> argparse.ArgumentParser:
         "a table of time, TFLOP/s, fraction of cuBLAS and speed-up over naive.",
     )
     p.add_argument(
-        "shapes", nargs="*", type=_shape, default=[(4096, 4096, 4096)],
+        "shapes",
+        nargs="*",
+        type=_shape,
+        default=[(4096, 4096, 4096)],
         help="N (square) or MxNxK; default 4096",
     )
     p.add_argument(
-        "--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS),
+        "--variants",
+        nargs="+",
+        default=list(VARIANTS),
+        choices=list(VARIANTS),
         help="variants to run (default: all)",
     )
     p.add_argument("--repeat", type=int, default=20, help="timed launches per variant (median)")
@@ -85,21 +92,36 @@ def run(shapes, variants, repeat: int, warmup: int, progress=sys.stderr) -> list
             out = cupy.full((m, n), cupy.nan, dtype=cupy.float32)  # poison: unwritten → NaN
             matmul(a, b, variant=name, out=out)
             error = float(cupy.linalg.norm(out - reference)) / ref_norm if ref_norm else 0.0
-            samples = _time_launches(lambda: matmul(a, b, variant=name, out=out), repeat, warmup)
+            samples = _time_launches(
+                functools.partial(matmul, a, b, variant=name, out=out), repeat, warmup
+            )
             seconds = statistics.median(samples)
-            records.append({
-                "m": m, "n": n, "k": k, "variant": name,
-                "median_s": seconds,
-                "tflops": 2 * m * n * k / seconds / 1e12,
-                "relative_error": error,
-                "correct": bool(error <= MAX_RELATIVE_ERROR),  # NaN fails this comparison too
-                "samples_s": samples,
-            })
+            records.append(
+                {
+                    "m": m,
+                    "n": n,
+                    "k": k,
+                    "variant": name,
+                    "median_s": seconds,
+                    "tflops": 2 * m * n * k / seconds / 1e12,
+                    "relative_error": error,
+                    "correct": bool(error <= MAX_RELATIVE_ERROR),  # NaN fails this comparison too
+                    "samples_s": samples,
+                }
+            )
     for record in records:
-        same = [r for r in records if (r["m"], r["n"], r["k"]) == (record["m"], record["n"], record["k"])]
+        same = [
+            r
+            for r in records
+            if (r["m"], r["n"], r["k"]) == (record["m"], record["n"], record["k"])
+        ]
         by_name = {r["variant"]: r["median_s"] for r in same}
-        record["fraction_of_cublas"] = by_name["cublas"] / record["median_s"] if "cublas" in by_name else None
-        record["speedup_over_naive"] = by_name["naive"] / record["median_s"] if "naive" in by_name else None
+        record["fraction_of_cublas"] = (
+            by_name["cublas"] / record["median_s"] if "cublas" in by_name else None
+        )
+        record["speedup_over_naive"] = (
+            by_name["naive"] / record["median_s"] if "naive" in by_name else None
+        )
     return records
 
 
@@ -147,13 +169,24 @@ def main(argv: list[str] | None = None) -> int:
     started = time.time()
     records = run(args.shapes, variants, args.repeat, args.warmup)
     device = device_description()
-    print(f"\n{device['gpu']} (sm_{device['compute_capability']}), CuPy {device['cupy']}, "
-          f"median of {args.repeat} CUDA-event timings after {args.warmup} warm-ups")
+    print(
+        f"\n{device['gpu']} (sm_{device['compute_capability']}), CuPy {device['cupy']}, "
+        f"median of {args.repeat} CUDA-event timings after {args.warmup} warm-ups"
+    )
     print(format_table(records))
     if args.json:
         with open(args.json, "w", encoding="utf-8") as fh:
-            json.dump({"device": device, "started_unix": started, "repeat": args.repeat,
-                       "warmup": args.warmup, "records": records}, fh, indent=1)
+            json.dump(
+                {
+                    "device": device,
+                    "started_unix": started,
+                    "repeat": args.repeat,
+                    "warmup": args.warmup,
+                    "records": records,
+                },
+                fh,
+                indent=1,
+            )
     wrong = [r for r in records if not r["correct"]]
     if wrong:
         names = ", ".join(f"{r['variant']} at {r['m']}x{r['n']}x{r['k']}" for r in wrong)

@@ -46,7 +46,9 @@ def _require_device() -> None:
 def _check_operand(name: str, x, cupy) -> None:
     if not isinstance(x, cupy.ndarray):
         hint = " move it to the GPU with cupy.asarray()" if isinstance(x, numpy.ndarray) else ""
-        raise TypeError(f"{name} must be a cupy.ndarray, got {type(x).__module__}.{type(x).__name__};{hint}")
+        raise TypeError(
+            f"{name} must be a cupy.ndarray, got {type(x).__module__}.{type(x).__name__};{hint}"
+        )
     if x.dtype != cupy.float32:
         raise TypeError(
             f"{name} has dtype {x.dtype}; gemm computes in float32 only and never casts silently: "
@@ -112,7 +114,9 @@ def matmul(a, b, variant: str = "coarsened", out=None, config: Mapping[str, int]
         if out.device != cupy.cuda.Device():
             raise ValueError(f"out lives on device {out.device.id}, not the current device")
         if out.size and (cupy.may_share_memory(out, a) or cupy.may_share_memory(out, b)):
-            raise ValueError("out overlaps a or b; the kernels would read values they already wrote")
+            raise ValueError(
+                "out overlaps a or b; the kernels would read values they already wrote"
+            )
 
     if chosen.is_library:
         if os.environ.get("CUPY_TF32", "0") not in ("", "0"):
@@ -131,5 +135,7 @@ def matmul(a, b, variant: str = "coarsened", out=None, config: Mapping[str, int]
     a = cupy.ascontiguousarray(a)
     b = cupy.ascontiguousarray(b)
     kernel = get_kernel(chosen, settings)
-    kernel(grid, chosen.threads(settings), (a, b, out, numpy.int32(m), numpy.int32(n), numpy.int32(k)))
+    kernel(
+        grid, chosen.threads(settings), (a, b, out, numpy.int32(m), numpy.int32(n), numpy.int32(k))
+    )
     return out

@@ -56,7 +56,9 @@ class Variant:
             )
         for key, value in overrides.items():
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                raise ValueError(f"{self.name} constant {key} must be a positive int, got {value!r}")
+                raise ValueError(
+                    f"{self.name} constant {key} must be a positive int, got {value!r}"
+                )
         return _frozen({**self.config, **overrides})
 
 

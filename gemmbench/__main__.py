@@ -7,8 +7,14 @@ import sys
 
 # command -> (module, one-line help). Each module exposes main(argv: list[str]) -> int.
 COMMANDS = {
-    "gate": ("gemmbench.gate", "compare a pull request's head with its base on this GPU, interleaved"),
-    "history": ("gemmbench.history", "benchmark every commit in a range with asv and store the results"),
+    "gate": (
+        "gemmbench.gate",
+        "compare a pull request's head with its base on this GPU, interleaved",
+    ),
+    "history": (
+        "gemmbench.history",
+        "benchmark every commit in a range with asv and store the results",
+    ),
     "check-results": ("gemmbench.results", "validate stored asv result files before publishing"),
     "machine": ("gemmbench.machine", "record this GPU's fingerprint as the asv machine"),
 }

@@ -47,7 +47,9 @@ def parse_ptxas_log(log: str) -> ResourceUsage:
     )
 
 
-def compile_report(variant: Variant, config: Config, arch: str = "sm_90") -> tuple[ResourceUsage, str]:
+def compile_report(
+    variant: Variant, config: Config, arch: str = "sm_90"
+) -> tuple[ResourceUsage, str]:
     """Compile ``variant`` with ``config`` to a cubin for ``arch``; return its usage and the full log."""
     from cupy_backends.cuda.libs import nvrtc
 
@@ -57,7 +59,9 @@ def compile_report(variant: Variant, config: Config, arch: str = "sm_90") -> tup
         try:
             nvrtc.compileProgram(program, options)
         except nvrtc.NVRTCError as exc:
-            raise CompileError(f"{variant.source} {options}: {exc}\n{nvrtc.getProgramLog(program)}") from None
+            raise CompileError(
+                f"{variant.source} {options}: {exc}\n{nvrtc.getProgramLog(program)}"
+            ) from None
         log = nvrtc.getProgramLog(program)
         if not nvrtc.getCUBIN(program):
             raise CompileError(f"{variant.source} {options}: NVRTC produced no cubin")

@@ -26,9 +26,19 @@ from gemm._loader import compile_options, read_source  # noqa: E402
 cupy.cuda.set_allocator(None)
 
 SHAPES = [
-    (1, 1, 1), (1, 257, 31), (257, 1, 31), (17, 17, 17), (31, 127, 257), (33, 33, 33),
-    (129, 129, 129), (129, 33, 257), (128, 132, 130), (132, 128, 132), (4099, 3, 17),
-    (3, 4099, 17), (16, 16, 4097),
+    (1, 1, 1),
+    (1, 257, 31),
+    (257, 1, 31),
+    (17, 17, 17),
+    (31, 127, 257),
+    (33, 33, 33),
+    (129, 129, 129),
+    (129, 33, 257),
+    (128, 132, 130),
+    (132, 128, 132),
+    (4099, 3, 17),
+    (3, 4099, 17),
+    (16, 16, 4097),
 ]
 
 
@@ -39,7 +49,9 @@ def run_all() -> None:
         b = rng.standard_normal((k, n), dtype=cupy.float32)
         for variant in VARIANTS.values():
             for config in variant.configs or [None]:
-                matmul(a, b, variant=variant.name, out=cupy.empty((m, n), cupy.float32), config=config)
+                matmul(
+                    a, b, variant=variant.name, out=cupy.empty((m, n), cupy.float32), config=config
+                )
         cupy.cuda.Device().synchronize()
         print(f"ran {m}x{n}x{k} on every variant and configuration", flush=True)
 
@@ -51,7 +63,9 @@ def plant_out_of_bounds() -> None:
     a = cupy.ones((m + 1, k), cupy.float32)  # A is read in bounds; only C is short
     b = cupy.ones((k, n), cupy.float32)
     c = cupy.empty((m, n), cupy.float32)
-    module = cupy.RawModule(code=read_source(variant.source), options=compile_options(variant.config))
+    module = cupy.RawModule(
+        code=read_source(variant.source), options=compile_options(variant.config)
+    )
     kernel = module.get_function(variant.kernel_name)
     kernel((2, 3, 1), (16, 16, 1), (a, b, c, numpy.int32(m + 1), numpy.int32(n), numpy.int32(k)))
     cupy.cuda.Device().synchronize()
@@ -64,8 +78,9 @@ def plant_race() -> None:
     marker = "__syncthreads();  // everyone is done reading"
     if marker not in source:
         sys.exit(f"cannot plant the race: {marker!r} not found in {variant.source}")
-    module = cupy.RawModule(code=source.replace(marker, "// barrier removed"),
-                            options=compile_options(variant.config))
+    module = cupy.RawModule(
+        code=source.replace(marker, "// barrier removed"), options=compile_options(variant.config)
+    )
     kernel = module.get_function(variant.kernel_name)
     m = n = k = 128
     a = cupy.ones((m, k), cupy.float32)
@@ -77,7 +92,9 @@ def plant_race() -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--plant", choices=["out-of-bounds", "race"], help="run a planted bug instead")
+    parser.add_argument(
+        "--plant", choices=["out-of-bounds", "race"], help="run a planted bug instead"
+    )
     args = parser.parse_args()
     {"out-of-bounds": plant_out_of_bounds, "race": plant_race, None: run_all}[args.plant]()
     return 0

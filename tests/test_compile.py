@@ -33,9 +33,15 @@ def test_within_budget(variant, config):
     usage, log = compile_report(variant, config, arch=BUDGETS["arch"])
     where = f"{variant.source} {dict(config)}: {usage}\n{log}"
     assert usage.spills <= BUDGETS["max_spill_bytes"], f"spills registers to local memory: {where}"
-    assert usage.stack_frame_bytes <= BUDGETS["max_stack_frame_bytes"], f"uses a stack frame: {where}"
-    assert usage.registers <= BUDGETS["max_registers"][variant.name], f"over the register budget: {where}"
-    assert usage.shared_bytes <= BUDGETS["max_shared_bytes"], f"over the shared-memory budget: {where}"
+    assert usage.stack_frame_bytes <= BUDGETS["max_stack_frame_bytes"], (
+        f"uses a stack frame: {where}"
+    )
+    assert usage.registers <= BUDGETS["max_registers"][variant.name], (
+        f"over the register budget: {where}"
+    )
+    assert usage.shared_bytes <= BUDGETS["max_shared_bytes"], (
+        f"over the shared-memory budget: {where}"
+    )
 
 
 def test_bad_configuration_fails_to_compile():
@@ -59,7 +65,12 @@ class TestParsePtxasLog:
     def test_reads_every_field(self):
         """Registers, stack frame, both spill counts and shared memory are read."""
         usage = parse_ptxas_log(self.LOG)
-        assert (usage.registers, usage.stack_frame_bytes, usage.spills, usage.shared_bytes) == (96, 24, 20, 16640)
+        assert (usage.registers, usage.stack_frame_bytes, usage.spills, usage.shared_bytes) == (
+            96,
+            24,
+            20,
+            16640,
+        )
 
     def test_missing_report_raises(self):
         """A log without a report is an error, not a silent zero."""

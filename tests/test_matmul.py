@@ -6,11 +6,10 @@ import math
 
 import numpy
 import pytest
+from conftest import gpu_unavailable_reason
 
 import gemm
 from gemm import VARIANTS, matmul
-
-from conftest import gpu_unavailable_reason
 
 gpu = pytest.mark.gpu
 
@@ -79,7 +78,9 @@ def check(c, a, b):
 
     assert bool(cupy.isfinite(c).all()), "some elements of C were not written (NaN poison left)"
     err = relative_error(c, reference(a, b))
-    assert err <= error_bound(a.shape[1]), f"relative error {err:.2e} > bound {error_bound(a.shape[1]):.2e}"
+    assert err <= error_bound(a.shape[1]), (
+        f"relative error {err:.2e} > bound {error_bound(a.shape[1]):.2e}"
+    )
 
 
 @gpu
@@ -143,13 +144,19 @@ def test_zero_sized(variant, rng):
     """K = 0 gives zeros (an empty sum); M = 0 or N = 0 gives an empty C."""
     import cupy
 
-    c = matmul(cupy.empty((5, 0), cupy.float32), cupy.empty((0, 7), cupy.float32), variant=variant,
-               out=poisoned(5, 7))
+    c = matmul(
+        cupy.empty((5, 0), cupy.float32),
+        cupy.empty((0, 7), cupy.float32),
+        variant=variant,
+        out=poisoned(5, 7),
+    )
     assert c.shape == (5, 7) and not bool(c.any())
-    assert matmul(cupy.empty((0, 3), cupy.float32), rng.random((3, 4), dtype=cupy.float32),
-                  variant=variant).shape == (0, 4)
-    assert matmul(rng.random((4, 3), dtype=cupy.float32), cupy.empty((3, 0), cupy.float32),
-                  variant=variant).shape == (4, 0)
+    assert matmul(
+        cupy.empty((0, 3), cupy.float32), rng.random((3, 4), dtype=cupy.float32), variant=variant
+    ).shape == (0, 4)
+    assert matmul(
+        rng.random((4, 3), dtype=cupy.float32), cupy.empty((3, 0), cupy.float32), variant=variant
+    ).shape == (4, 0)
 
 
 @gpu
@@ -169,9 +176,14 @@ def test_offsets_beyond_int32(variant, shape, rng):
     b = rng.standard_normal((k, n), dtype=cupy.float32)
     c = matmul(a, b, variant=variant, out=poisoned(m, n))
     assert bool(cupy.isfinite(c).all())
+
     # The last rows and columns sit past the 2^31 offset; compare them (and the first) in float64.
     def ends(size):
-        return cupy.concatenate([cupy.arange(32), cupy.arange(size - 32, size)]) if size > 64 else cupy.arange(size)
+        return (
+            cupy.concatenate([cupy.arange(32), cupy.arange(size - 32, size)])
+            if size > 64
+            else cupy.arange(size)
+        )
 
     rows, cols = ends(m), ends(n)
     ref = reference(a[rows], b[:, cols])
@@ -231,7 +243,11 @@ class TestBadInput:
         """out of the wrong shape, dtype or type is refused."""
         import cupy
 
-        out = numpy.empty((3, 6), numpy.float32) if out_shape is None else cupy.empty(out_shape, out_dtype)
+        out = (
+            numpy.empty((3, 6), numpy.float32)
+            if out_shape is None
+            else cupy.empty(out_shape, out_dtype)
+        )
         with pytest.raises(error, match=message):
             matmul(cupy.ones((3, 4), cupy.float32), cupy.ones((4, 6), cupy.float32), out=out)
 

@@ -18,7 +18,7 @@ class TestRegistry:
         """Each kernel file exists, is named NN_<name>.cu and defines extern "C" gemm_<name>."""
         assert re.fullmatch(rf"\d\d_{variant.name}\.cu", variant.source)
         text = (KERNEL_DIR / variant.source).read_text()
-        assert f'extern "C" __global__' in text
+        assert 'extern "C" __global__' in text
         assert re.search(rf"\b{variant.kernel_name}\s*\(", text)
 
     @pytest.mark.parametrize("variant", [v for v in VARIANTS.values() if not v.is_library], ids=str)
