@@ -14,20 +14,12 @@ import cupy
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from gemm import VARIANTS, matmul  # noqa: E402
+from gemmbench.timing import DeviceTimer  # noqa: E402
 
 
 def median_seconds(launch, repeat: int = 20, warmup: int = 3) -> float:
-    for _ in range(warmup):
-        launch()
-    start, stop = cupy.cuda.Event(), cupy.cuda.Event()
-    samples = []
-    for _ in range(repeat):
-        start.record()
-        launch()
-        stop.record()
-        stop.synchronize()
-        samples.append(cupy.cuda.get_elapsed_time(start, stop) / 1e3)
-    return statistics.median(samples)
+    """Median device time of ``launch``, CUDA-event timed by the harness (warm L2, as in run 1)."""
+    return statistics.median(DeviceTimer(l2="warm").samples(launch, repeat=repeat, warmup=warmup))
 
 
 def main() -> int:
