@@ -31,14 +31,16 @@ def test_asv_check_passes_without_gpu(tmp_path):
     assert "No problems found" in done.stdout
 
 
+@pytest.fixture(scope="module")
+def discovered():
+    """The benchmarks asv_runner discovers in benchmarks/, once per module."""
+    from asv_runner.discovery import disc_benchmarks
+
+    return {b.name: b for b in disc_benchmarks(str(REPO_ROOT / "benchmarks"))}
+
+
 class TestDiscovery:
     """What asv_runner discovers in benchmarks/, in this process, without a device."""
-
-    @pytest.fixture(scope="class")
-    def discovered(self):
-        from asv_runner.discovery import disc_benchmarks
-
-        return {b.name: b for b in disc_benchmarks(str(REPO_ROOT / "benchmarks"))}
 
     def test_names(self, discovered):
         """Time, TFLOP/s and time-vs-cuBLAS, one class, names that read like a table."""

@@ -11,7 +11,6 @@ import time
 from pathlib import Path
 
 import pytest
-from asv_runner.benchmarks.time import TimeBenchmark
 
 from gemmbench import timing
 
@@ -57,6 +56,8 @@ class TestAsvRunnerWithDeviceClock:
 
     def test_samples_are_device_time(self):
         """Each sample is the device time of one call; host time never leaks in."""
+        from asv_runner.benchmarks.time import TimeBenchmark
+
         clock = timing.DeviceClock()
         suite = _Suite(clock)
         benchmark = TimeBenchmark("_Suite.time_launch", suite.time_launch,
