@@ -177,7 +177,7 @@ EOF
     timeout 540 "$PY" -m gemmbench history "$base..$SLOW_BRANCH" --machine "$MACHINE" \
         --python "$PY" --config "$EV/history.conf.json" \
         --asv-arg=-a --asv-arg="rounds=$HISTORY_ROUNDS" \
-        ${HISTORY_BENCH:+--asv-arg=--bench --asv-arg="$HISTORY_BENCH"} 2>&1 | tee "$LOG/history.txt"
+        ${HISTORY_BENCH:+--bench "$HISTORY_BENCH"} 2>&1 | tee "$LOG/history.txt"
     status=${PIPESTATUS[0]}
     set -e
     [[ $status -eq 0 ]] || { echo "history exited $status (rerun this phase to resume)"; exit "$status"; }
