@@ -22,7 +22,9 @@ MACHINE = "cpu-fixture"
 # stored value proves whose code was measured) and WORK (how long time_work takes): the last
 # commit does four times the work, a regression asv publish must list. The second commit's
 # benchmark pauses, so that the test can interrupt it mid-run.
-COMMITS = [(1, 20_000), (2, 20_000), (3, 20_000), (4, 80_000)]
+# WORK is a sleep, not arithmetic: its length barely moves when CI's two cores are busy, so the
+# step asv publish finds is the planted one, not noise.
+COMMITS = [(1, 0.002), (2, 0.002), (3, 0.002), (4, 0.008)]
 PAUSED_MARKER = 2
 
 ASV_CONF = {
@@ -76,17 +78,19 @@ def git(repo: Path, *args: str) -> str:
                           text=True, env=env).stdout.strip()
 
 
-def write_package(repo: Path, marker: int, work: int) -> None:
+def write_package(repo: Path, marker: int, work: float) -> None:
     (repo / "tinypkg").mkdir(exist_ok=True)
     (repo / "tinypkg" / "__init__.py").write_text(textwrap.dedent(f'''\
         """Commit {marker} of the tiny package."""
+        import time
+
         MARKER = {marker}
         WORK = {work}
         PAUSE = {10 if marker == PAUSED_MARKER else 0}
 
 
         def work():
-            return sum(range(WORK))
+            time.sleep(WORK)
         '''))
 
 
