@@ -21,22 +21,21 @@ import json
 import math
 import os
 import queue
-import shutil
 import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import thresholds as thresholds_mod
 from .stats import mann_whitney_u
 from .timing import summarize
+from .worktrees import WorktreeError, detached_worktrees, signals_blocked
 
 PASS, REGRESSION, USAGE, INCONCLUSIVE, INFRA, INTERRUPTED = (
     "pass",
@@ -430,43 +429,6 @@ def _git(repo: Path, *args: str) -> str:
     return done.stdout.strip()
 
 
-@contextlib.contextmanager
-def _signals_blocked() -> Iterator[None]:
-    """Hold off Ctrl-C and SIGTERM while cleaning up, so the cleanup itself is not cut short."""
-    blockable = (
-        hasattr(signal, "pthread_sigmask") and threading.current_thread() is threading.main_thread()
-    )
-    if blockable:
-        old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
-    try:
-        yield
-    finally:
-        if blockable:
-            signal.pthread_sigmask(signal.SIG_SETMASK, old)
-
-
-@contextlib.contextmanager
-def worktrees(repo: Path, revisions: Mapping[str, str]) -> Iterator[dict[str, Path]]:
-    """Detached worktrees of ``revisions`` ({side: sha}) in a temporary directory, removed after."""
-    tmp = Path(tempfile.mkdtemp(prefix="gemmbench-gate-"))
-    made: list[Path] = []
-    try:
-        for side, sha in revisions.items():
-            path = tmp / side
-            _git(repo, "worktree", "add", "--detach", "--quiet", str(path), sha)
-            made.append(path)
-        yield {side: tmp / side for side in revisions}
-    finally:
-        with _signals_blocked():
-            for path in made:
-                subprocess.run(
-                    ["git", "-C", str(repo), "worktree", "remove", "--force", str(path)],
-                    capture_output=True,
-                )
-            subprocess.run(["git", "-C", str(repo), "worktree", "prune"], capture_output=True)
-            shutil.rmtree(tmp, ignore_errors=True)
-
-
 class WorkerProcess:
     """One side's ``gemmbench.gate_worker``, spoken to in JSON lines."""
 
@@ -734,16 +696,20 @@ class _Run:
             f"(merge-base with {args.base})"
         )
         started = time.perf_counter()
-        with worktrees(Path(args.repo), revisions) as roots:
-            workers = {
-                side: WorkerProcess(side, roots[side], args.cases_from) for side in ("base", "head")
-            }
-            try:
-                self._measure_with(workers, roots, started)
-            finally:
-                with _signals_blocked():
-                    for worker in workers.values():
-                        worker.stop()
+        try:
+            with detached_worktrees(Path(args.repo), revisions, "gemmbench-gate-") as roots:
+                workers = {
+                    side: WorkerProcess(side, roots[side], args.cases_from)
+                    for side in ("base", "head")
+                }
+                try:
+                    self._measure_with(workers, roots, started)
+                finally:
+                    with signals_blocked():
+                        for worker in workers.values():
+                            worker.stop()
+        except WorktreeError as exc:  # only checking a revision out raises it
+            raise UsageError(str(exc)) from None
 
     def _both(
         self, workers: Mapping[str, WorkerProcess], message: dict | None, timeout: float

@@ -14,10 +14,11 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 from gemmbench import results as results_check
+from gemmbench.worktrees import detached_worktrees
 
 # Exit statuses: 0 every commit stored; 1 some commit's benchmarks failed; 2 usage or setup
 # error; 3 the machine's recorded GPU is not this one; 4 no usable GPU; 130 interrupted.
@@ -129,21 +130,6 @@ def asv_pythonpath_for(python: str) -> str | None:
     if spec is None or not spec.submodule_search_locations:
         raise HistoryError(f"{python} cannot import asv_runner, and neither can this process")
     return str(Path(next(iter(spec.submodule_search_locations))).parent)
-
-
-@contextlib.contextmanager
-def worktree(repo: Path, sha: str) -> Iterator[Path]:
-    """A detached checkout of ``sha`` in a temporary directory, removed afterwards."""
-    parent = Path(tempfile.mkdtemp(prefix="gemmbench-history-"))
-    path = parent / sha[:12]
-    git(repo, "worktree", "add", "--detach", "--force", str(path), sha)
-    try:
-        yield path
-    finally:
-        subprocess.run(["git", "-C", str(repo), "worktree", "remove", "--force", str(path)],
-                       capture_output=True)
-        shutil.rmtree(parent, ignore_errors=True)
-        subprocess.run(["git", "-C", str(repo), "worktree", "prune"], capture_output=True)
 
 
 def install(python: str, source: Path) -> None:
@@ -351,8 +337,8 @@ def offline_history(opts, repo: Path, results_dir: Path, commits: list[str], gpu
         log(f"{label}: installing its {opts.package} into {python}")
         started = time.time()
         log_path = run_log_path(results_dir, opts.machine, sha)
-        with worktree(repo, sha) as source:
-            install(python, source)
+        with detached_worktrees(repo, {sha[:12]: sha}, "gemmbench-history-") as checkouts:
+            install(python, checkouts[sha[:12]])
             evidence = installed_code(python, opts.package, repo, sha)
         append_log(log_path, evidence)
         log(f"{label}: measuring {evidence['package_dir']} "
