@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import signal
 import statistics
 import subprocess
@@ -73,6 +74,23 @@ def _git(repo: Path, *args: str) -> str:
     return done.stdout.strip()
 
 
+def pin_to_one_cpu(pids: Sequence[int]) -> int | None:
+    """Pin the workers to one and the same CPU of ours; returns it (None where unsupported).
+
+    Host-side launch work and CPU-timed cases then run under the same conditions on both sides:
+    unpinned, each worker settles on its own core, and a core that another process keeps busy
+    slows one side only, consistently enough to look significant (seen in the CPU A/A test).
+    The rounds never run both sides at once, so sharing one core costs no time.
+    """
+    if not hasattr(os, "sched_setaffinity"):
+        return None
+    cpu = max(os.sched_getaffinity(0))
+    for pid in pids:
+        with contextlib.suppress(OSError):  # a worker that has just died is reported elsewhere
+            os.sched_setaffinity(pid, {cpu})
+    return cpu
+
+
 def _within(path: str | None, root: Path) -> bool:
     if not path:
         return False
@@ -84,19 +102,31 @@ def _within(path: str | None, root: Path) -> bool:
 
 
 def _check_origins(side: str, hello: Mapping, root: Path) -> None:
-    """Refuse to compare if a side measured code from outside its own worktree."""
+    """Refuse to compare unless only ``gemm`` came from the side's worktree, the judge from here.
+
+    The measured code may import anything, but the harness that judges it (every ``gemmbench``
+    module and the cases provider) must be this running checkout's, never the revision's own.
+    """
     origins = hello.get("origins") or {}
     provider = origins.get("provider")
-    if provider and not (_within(provider, root) or _within(provider, _HARNESS_ROOT / "gemmbench")):
+    if provider and _within(provider, root.parent):
         raise InfraFailure(
-            f"{side}: the cases provider was imported from {provider}, not from {root}"
+            f"{side}: the cases provider was imported from {provider}, inside a worktree; "
+            "providers come from the harness that runs the gate"
+        )
+    foreign = [
+        f"{name} ({path})"
+        for name, path in (origins.get("harness") or {}).items()
+        if path and not _within(path, _HARNESS_ROOT / "gemmbench")
+    ]
+    if foreign:
+        raise InfraFailure(
+            f"{side}: harness modules came from outside {_HARNESS_ROOT / 'gemmbench'}: "
+            + ", ".join(foreign)
         )
     gemm = origins.get("gemm")
     if gemm and not _within(gemm, root):
-        raise InfraFailure(
-            f"{side}: `gemm` was imported from {gemm}, not from the worktree {root}; "
-            f"a non-editable install of gemm-regress shadows it, uninstall it for the gate"
-        )
+        raise InfraFailure(f"{side}: `gemm` was imported from {gemm}, not from the worktree {root}")
 
 
 class _Run:
@@ -264,6 +294,7 @@ class _Run:
         gpu = any(c["timer"] == "cuda" for c in hellos["head"]["cases"] if c["name"] in names)
 
         self._both(workers, {"op": "prepare", "cases": names, "warmup": 2}, STARTUP_TIMEOUT_S)
+        self.meta["cpu"] = pin_to_one_cpu([w.proc.pid for w in workers.values()])
         self.meta["startup_s"] = time.perf_counter() - started
         progress(
             f"workers ready in {self.meta['startup_s']:.1f} s" + (f" on {device}" if device else "")
@@ -413,7 +444,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         previous_sigterm = signal.signal(signal.SIGTERM, _on_sigterm)
     run = None
     try:
-        path = args.thresholds or Path(args.repo) / "thresholds.toml"
+        # The running harness's thresholds, not the revisions': in CI that is the base's file.
+        path = args.thresholds or thresholds_mod.DEFAULT_PATH
         run = _Run(args, thresholds_mod.load(path))
         if args.rounds is not None:
             run.config.with_gate("--rounds", rounds=args.rounds)  # fail early, before any checkout

@@ -475,7 +475,8 @@ class TestWorker:
     @pytest.fixture
     def root(self, tmp_path, monkeypatch):
         (tmp_path / "gate_test_provider.py").write_text(PROVIDER)
-        monkeypatch.setattr(sys, "path", list(sys.path))
+        # The provider comes from the harness's environment (sys.path), never from the root.
+        monkeypatch.setattr(sys, "path", [str(tmp_path), *sys.path])
         yield tmp_path
         sys.modules.pop("gate_test_provider", None)
 
@@ -485,7 +486,6 @@ class TestWorker:
     )
     def test_provider_errors(self, root, func, message):
         """An unusable provider is a "provider" error with a message saying why."""
-        sys.path.insert(0, str(root))
         with pytest.raises(WorkerError, match=message) as info:
             load_provider(f"gate_test_provider:{func}")
         assert info.value.kind == "provider"
@@ -548,7 +548,9 @@ class TestBlame:
     def test_head_fails_base_healthy(self, run, kind):
         """A CUDA error, crash or hang in head while base still answers is head's fault."""
         base = StubWorker()
-        failure = gate_process.WorkerFailure("head", kind, "illegal memory access", "coarsened-4096")
+        failure = gate_process.WorkerFailure(
+            "head", kind, "illegal memory access", "coarsened-4096"
+        )
         with pytest.raises(gate._HeadBroken):
             run._after_round_failure(failure, {"base": base, "head": StubWorker()}, self.REQUEST)
         assert base.requests == 1
