@@ -332,9 +332,9 @@ def test_head_rewriting_gate_still_fails(repo):
 def test_head_patching_the_timer_fails(repo):
     """A head whose `gemm` replaces the clock the worker reads is refused as broken (exit 1)."""
     base = repo.git("rev-parse", "HEAD")
-    cheat = MEASURED + "\ntime.perf_counter = lambda: 0.0\n"
+    cheat = MEASURED + "\ntime.process_time = lambda: 0.0\n"
     head = repo.commit("patch the clock", cheat)
     code, output, result = repo.gate(base, head)
     assert code == 1, output
-    assert "replaced the harness's time.perf_counter" in result["reasons"][0]
+    assert "replaced the harness's time.process_time" in result["reasons"][0]
     repo.assert_clean()
