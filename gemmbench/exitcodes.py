@@ -48,3 +48,20 @@ COMMANDS: dict[str, tuple[int, ...]] = {
     "report": (OK, FAILED, USAGE, INFRASTRUCTURE, INTERRUPTED),
     "tune": (OK, FAILED, USAGE, INFRASTRUCTURE, INTERRUPTED),
 }
+
+
+def markdown_tables() -> str:
+    """The two tables of docs/exit-codes.md, generated from TABLE and COMMANDS (a test compares)."""
+    lines = ["| code | name | meaning |", "|--:|---|---|"]
+    lines += [f"| {code} | {name} | {meaning} |" for code, (name, meaning) in TABLE.items()]
+    codes = list(TABLE)
+    lines += ["", "| command | " + " | ".join(map(str, codes)) + " |"]
+    lines.append("|---|" + "|".join(":-:" for _ in codes) + "|")
+    for command, used in COMMANDS.items():
+        cells = ["✓" if code in used else "" for code in codes]
+        lines.append(f"| `{command}` | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    print(markdown_tables(), end="")

@@ -21,13 +21,13 @@ import json
 import os
 import signal
 import statistics
-import subprocess
 import sys
 import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from . import exitcodes
 from . import thresholds as thresholds_mod
 from .gate_decision import (
     BROKEN,
@@ -44,7 +44,7 @@ from .gate_decision import (
 )
 from .gate_output import render_markdown, report_json, short_sha
 from .gate_process import _HARNESS_ROOT, GpuMonitor, WorkerFailure, WorkerProcess
-from .worktrees import WorktreeError, detached_worktrees, signals_blocked
+from .git import GitError, WorktreeError, detached_worktrees, git, signals_blocked
 
 DEFAULT_PROVIDER = "gemmbench.cases:gemm_cases"
 # Compiling every kernel from a cold CuPy cache can take a minute; a round of the default cases
@@ -66,12 +66,11 @@ def progress(message: str) -> None:
 
 
 def _git(repo: Path, *args: str) -> str:
-    done = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True)
-    if done.returncode != 0:
-        raise UsageError(
-            f"git {' '.join(args)} failed: {done.stderr.strip() or done.stdout.strip()}"
-        )
-    return done.stdout.strip()
+    """git's output; a failure is a usage error (a bad revision or no repository)."""
+    try:
+        return git(repo, *args)
+    except GitError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def pin_to_one_cpu(pids: Sequence[int]) -> int | None:
@@ -468,7 +467,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         status = INTERRUPTED
         progress("interrupted; worktrees and workers were cleaned up")
         report = run.failed(status, "interrupted") if run else Report(status, ["interrupted"])
-        code = 143 if isinstance(exc, _Terminated) else 130
+        code = exitcodes.TERMINATED if isinstance(exc, _Terminated) else exitcodes.INTERRUPTED
         report.meta["wall_s"] = time.perf_counter() - started
         _write_outputs(report, args)
         return code
@@ -476,6 +475,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if previous_sigterm is not None:
             signal.signal(signal.SIGTERM, previous_sigterm)
     report.meta["wall_s"] = time.perf_counter() - started
+    if report.status == USAGE:  # the reason on stderr too, not only in the summary on stdout
+        print(f"gemmbench gate: {report.reasons[0].splitlines()[0]}", file=sys.stderr)
     progress(f"{report.status} (exit {report.exit_code}) in {report.meta['wall_s']:.1f} s")
     _write_outputs(report, args)
     return report.exit_code

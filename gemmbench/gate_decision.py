@@ -7,7 +7,9 @@ import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from . import exitcodes
 from . import thresholds as thresholds_mod
+from .machine import normalize_reason, suspect_reasons
 from .stats import mann_whitney_u
 from .timing import summarize
 
@@ -19,7 +21,15 @@ PASS, REGRESSION, USAGE, INCONCLUSIVE, INFRA, INTERRUPTED = (
     "infrastructure failure",
     "interrupted",
 )
-EXIT_CODES = {PASS: 0, REGRESSION: 1, USAGE: 2, INCONCLUSIVE: 3, INFRA: 4, INTERRUPTED: 130}
+# The run's outcome -> its exit code, from the one table of every command (gemmbench/exitcodes.py).
+EXIT_CODES = {
+    PASS: exitcodes.OK,
+    REGRESSION: exitcodes.FAILED,
+    USAGE: exitcodes.USAGE,
+    INCONCLUSIVE: exitcodes.INCONCLUSIVE,
+    INFRA: exitcodes.INFRASTRUCTURE,
+    INTERRUPTED: exitcodes.INTERRUPTED,
+}
 
 # Per-benchmark verdicts.
 SAME, SLOWER, FASTER, UNSTABLE, DRIFT, BROKEN, NEW = (
@@ -31,10 +41,6 @@ SAME, SLOWER, FASTER, UNSTABLE, DRIFT, BROKEN, NEW = (
     "broken on head",
     "new on head",
 )
-
-# Throttle reasons that mean the GPU slowed itself down. Idle, application-clock and power-cap
-# reasons alone are not flagged; a clock drop they cause is caught by max_clock_drop.
-_SLOWDOWN_MARKERS = ("thermal", "hw_slowdown", "power_brake")
 
 
 @dataclass
@@ -119,14 +125,9 @@ def compare(
     return c
 
 
-def _is_slowdown(reason: object) -> bool:
-    text = str(reason).lower().replace(" ", "_").replace("-", "_")
-    return any(marker in text for marker in _SLOWDOWN_MARKERS)
-
-
 def _is_idle(state: Mapping) -> bool:
     reasons = [*(state.get("throttle_reasons") or []), *(state.get("clock_event_reasons") or [])]
-    return any("idle" in str(r).lower() for r in reasons)
+    return "gpu_idle" in map(normalize_reason, reasons)
 
 
 def _number(value) -> float | None:
@@ -162,25 +163,22 @@ def gpu_problems(states: Sequence[Mapping], max_clock_drop: float) -> tuple[list
             f"SM clock dropped to {lowest:.0f} MHz (during round {rounds}), more than "
             f"{max_clock_drop:.0%} under the run's peak of {peak:.0f} MHz"
         )
-    throttled = [
-        (s["round"], [r for r in s.get("throttle_reasons") or [] if _is_slowdown(r)])
-        for s in states
-    ]
-    throttled = [(r, reasons) for r, reasons in throttled if reasons]
-    if throttled:
-        rounds = ", ".join(str(r) for r, _ in throttled)
-        reasons = sorted({str(x) for _, rs in throttled for x in rs})
-        problems.append(f"GPU throttled ({', '.join(reasons)}) during round {rounds}")
-    others = [
-        (s["round"], s.get("other_processes"))
-        for s in states
-        if isinstance(s.get("other_processes"), int)
-    ]
-    if others and max(n for _, n in others) > others[0][1]:
-        r, n = next((r, n) for r, n in others if n > others[0][1])
-        problems.append(
-            f"another process started using the GPU ({others[0][1]} → {n} during round {r})"
-        )
+    # Throttling and other processes: machine.suspect_reasons, the one definition. The workers
+    # themselves are counted in the first reading, so only processes beyond those are suspect.
+    first = next((s.get("other_processes") for s in states if "unavailable" not in s), None)
+    expected = first if isinstance(first, int) else 0
+    by_problem: dict[str, list[int]] = {}
+    for s in states:
+        if "unavailable" in s:
+            continue
+        for problem in suspect_reasons(s, expected_processes=expected):
+            if problem.startswith("GPU busy"):
+                problem = (
+                    f"another process started using the GPU ({expected} → {s['other_processes']})"
+                )
+            by_problem.setdefault(problem, []).append(s["round"])
+    for problem, rounds in by_problem.items():
+        problems.append(f"{problem} during round {', '.join(map(str, rounds))}")
     return problems, []
 
 

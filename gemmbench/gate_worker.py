@@ -39,7 +39,7 @@ import traceback
 from collections.abc import Mapping
 from pathlib import Path
 
-from . import measure
+from . import exitcodes, measure
 from .cases import TIMERS
 
 # The one package each side's worktree supplies: the code being measured.
@@ -394,7 +394,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return serve(args.root.resolve(), args.cases_from, channel, sys.stdin)
     except KeyboardInterrupt:
-        return 130
+        return exitcodes.INTERRUPTED
     finally:
         channel.close()
 

@@ -448,6 +448,8 @@ class TestMainUsage:
         assert gate.main(["--base", "HEAD", "--repo", str(tmp_path), "--thresholds", str(bad)]) == 2
         out = capsys.readouterr()
         assert "speedups.tiled_over_naive is missing" in out.err + out.out
+        # The reason is on stderr as one line, not only in the Markdown on stdout.
+        assert "gemmbench gate: " in out.err and "tiled_over_naive is missing" in out.err
 
 
 PROVIDER = textwrap.dedent(

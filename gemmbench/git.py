@@ -1,0 +1,68 @@
+"""The one git helper: run a git command, and detached worktrees removed however the caller exits."""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+
+class GitError(RuntimeError):
+    """A git command failed; the message names the command and carries git's own reason."""
+
+
+class WorktreeError(GitError):
+    """git could not check a commit out; the message carries git's own reason."""
+
+
+def git(repo: Path, *args: str, error: type[GitError] = GitError) -> str:
+    """``git -C repo ARGS``'s stripped stdout; raises ``error`` with git's reason on failure."""
+    done = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True)
+    if done.returncode != 0:
+        reason = done.stderr.strip() or done.stdout.strip() or f"exit {done.returncode}"
+        raise error(f"git {' '.join(args)} failed: {reason}")
+    return done.stdout.strip()
+
+
+@contextlib.contextmanager
+def signals_blocked() -> Iterator[None]:
+    """Hold off Ctrl-C and SIGTERM while cleaning up, so the cleanup itself is not cut short."""
+    blockable = (
+        hasattr(signal, "pthread_sigmask") and threading.current_thread() is threading.main_thread()
+    )
+    if blockable:
+        old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    try:
+        yield
+    finally:
+        if blockable:
+            signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+@contextlib.contextmanager
+def detached_worktrees(
+    repo: Path, revisions: Mapping[str, str], prefix: str
+) -> Iterator[dict[str, Path]]:
+    """Worktrees of ``revisions`` ({name: sha}) in a new temporary directory named after ``prefix``."""
+    tmp = Path(tempfile.mkdtemp(prefix=prefix))
+    made: list[Path] = []
+    try:
+        for name, sha in revisions.items():
+            path = tmp / name
+            git(repo, "worktree", "add", "--detach", "--quiet", str(path), sha, error=WorktreeError)
+            made.append(path)
+        yield {name: tmp / name for name in revisions}
+    finally:
+        with signals_blocked():
+            for path in made:
+                subprocess.run(
+                    ["git", "-C", str(repo), "worktree", "remove", "--force", str(path)],
+                    capture_output=True,
+                )
+            subprocess.run(["git", "-C", str(repo), "worktree", "prune"], capture_output=True)
+            shutil.rmtree(tmp, ignore_errors=True)
