@@ -476,7 +476,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             signal.signal(signal.SIGTERM, previous_sigterm)
     report.meta["wall_s"] = time.perf_counter() - started
     if report.status == USAGE:  # the reason on stderr too, not only in the summary on stdout
-        print(f"gemmbench gate: {report.reasons[0].splitlines()[0]}", file=sys.stderr)
+        parts = [part.strip(" -") for part in report.reasons[0].splitlines() if part.strip()]
+        print(f"gemmbench gate: {' '.join(parts)}", file=sys.stderr)
     progress(f"{report.status} (exit {report.exit_code}) in {report.meta['wall_s']:.1f} s")
     _write_outputs(report, args)
     return report.exit_code
