@@ -73,6 +73,17 @@ def _git(repo: Path, *args: str) -> str:
         raise UsageError(str(exc)) from None
 
 
+def apply_overrides(
+    config: thresholds_mod.Thresholds, args: argparse.Namespace
+) -> thresholds_mod.Thresholds:
+    """``config`` with --rounds and --samples applied (checked like the file's values)."""
+    for option in ("rounds", "samples"):
+        value = getattr(args, option, None)
+        if value is not None:
+            config = config.with_gate(f"--{option}", **{option: value})
+    return config
+
+
 def pin_to_one_cpu(pids: Sequence[int]) -> int | None:
     """Pin the workers to one and the same CPU of ours; returns it (None where unsupported).
 
@@ -281,8 +292,7 @@ class _Run:
             for side, hello in hellos.items()
         }
         self.config = self.config.for_gpu(device)
-        if args.rounds is not None:
-            self.config = self.config.with_gate("--rounds", rounds=args.rounds)
+        self.config = apply_overrides(self.config, args)
         gate = self.config.gate
         self.meta["thresholds"] = {"path": str(self.config.path), "gpu_table": self.config.gpu}
         self.meta["gate"] = {
@@ -404,6 +414,11 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         "--rounds", type=int, help="interleaved rounds per side (default from thresholds)"
     )
     parser.add_argument(
+        "--samples",
+        type=int,
+        help="timed launches per benchmark per round (default from thresholds)",
+    )
+    parser.add_argument(
         "--cases",
         type=lambda s: [n.strip() for n in s.split(",") if n.strip()],
         help="comma-separated benchmarks to measure instead of [gate] cases (canaries are added)",
@@ -446,8 +461,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # The running harness's thresholds, not the revisions': in CI that is the base's file.
         path = args.thresholds or thresholds_mod.DEFAULT_PATH
         run = _Run(args, thresholds_mod.load(path))
-        if args.rounds is not None:
-            run.config.with_gate("--rounds", rounds=args.rounds)  # fail early, before any checkout
+        apply_overrides(run.config, args)  # fail early, before any checkout
         run.measure()
         report = run.analyze()
     except (UsageError, thresholds_mod.ThresholdsError) as exc:

@@ -338,3 +338,89 @@ def test_head_patching_the_timer_fails(repo):
     assert code == 1, output
     assert "replaced the harness's time.process_time" in result["reasons"][0]
     repo.assert_clean()
+
+
+class TestCalibrate:
+    """`python -m gemmbench calibrate` end to end on CPU, with the CPU double of `gemm`."""
+
+    def calibrate(self, repo, *extra: str) -> subprocess.CompletedProcess:
+        command = [
+            sys.executable, "-m", "gemmbench", "calibrate", "--repo", str(repo.path),
+            "--cases-from", "benchcases:cases", "--thresholds", str(repo.thresholds),
+            "--gpu", "CPU double", "--json", str(repo.tmp / "calibrate.json"), *extra,
+        ]  # fmt: skip
+        return subprocess.run(
+            command, cwd=HARNESS_ROOT, env=repo.env, capture_output=True, text=True, timeout=300
+        )
+
+    def test_writes_the_gpu_table_and_keeps_the_file(self, repo):
+        """Three A/A runs: a per-benchmark table, a tolerance ≥ the floor written into
+        [gpu."CPU double".gate], every other line and comment unchanged, and the file loads."""
+        from gemmbench import calibrate, thresholds
+
+        before = repo.thresholds.read_text()
+        done = self.calibrate(repo, "--runs", "3", "--rounds", "6")
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "| hash |" in done.stdout and "| steady |" in done.stdout
+        result = json.loads((repo.tmp / "calibrate.json").read_text())
+        assert len(result["runs"]) == 3 and len(result["benchmarks"]["hash"]["ratios"]) == 3
+        worst = max(b["max_deviation"] for b in result["benchmarks"].values())
+        assert result["tolerance"] >= max(calibrate.FLOOR, calibrate.SAFETY_FACTOR * worst)
+        after = repo.thresholds.read_text()
+        assert after.startswith(before)  # appended, nothing above it touched
+        assert '[gpu."CPU double".gate]' in after and "calibrated by `gemmbench calibrate`" in after
+        loaded = thresholds.load(repo.thresholds).for_gpu("CPU double")
+        assert loaded.gate.tolerance == result["tolerance"]
+        assert loaded.gate.tolerance != thresholds.load(repo.thresholds).gate.tolerance
+        # A second calibration edits the same table in place instead of adding another.
+        again = self.calibrate(repo, "--runs", "2", "--rounds", "6")
+        assert again.returncode == 0, again.stdout + again.stderr
+        assert repo.thresholds.read_text().count('[gpu."CPU double".gate]') == 1
+        repo.assert_clean()
+
+    def test_dry_run_writes_nothing(self, repo):
+        """--dry-run reports the tolerance it would write and leaves the file alone."""
+        before = repo.thresholds.read_text()
+        done = self.calibrate(repo, "--runs", "2", "--rounds", "6", "--dry-run")
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "dry run:" in done.stdout and repo.thresholds.read_text() == before
+
+    @pytest.mark.parametrize(
+        ("extra", "message"),
+        [(("--runs", "1"), "--runs must be at least 2"), (("--rev", "nope"), "not a commit")],
+    )
+    def test_usage_errors(self, repo, extra, message):
+        """Too few runs or an unknown commit exits 2 with the reason on stderr."""
+        done = self.calibrate(repo, *extra)
+        assert done.returncode == 2 and message in done.stderr
+
+
+class TestCalibrateRules:
+    """Tests for calibrate's pure rules: the tolerance, the rounds, editing the table."""
+
+    def test_tolerance(self):
+        """Twice the worst deviation, rounded up to 0.1%, never below the 0.5% floor."""
+        from gemmbench.calibrate import tolerance_for
+
+        assert tolerance_for(0.0042) == 0.009
+        assert tolerance_for(0.001) == 0.005
+        assert tolerance_for(0.01) == 0.02
+
+    def test_rounds(self):
+        """Configured rounds that fit the budget stay; otherwise as many as fit, never under 7."""
+        from gemmbench.calibrate import rounds_for
+
+        assert rounds_for(0.002, 10, per_round_s=0.5, startup_s=3, budget_s=60) == (10, True)
+        assert rounds_for(0.002, 10, per_round_s=6, startup_s=3, budget_s=60) == (9, True)
+        assert rounds_for(0.002, 10, per_round_s=20, startup_s=3, budget_s=60) == (7, False)
+
+    def test_edits_an_existing_table_in_place(self, tmp_path):
+        """An existing [gpu."H200".gate] table gets its tolerance replaced, comments kept."""
+        from gemmbench.calibrate import write_gpu_gate
+
+        path = tmp_path / "t.toml"
+        text = THRESHOLDS + '\n[gpu."H200".gate]\n# why\ntolerance = 0.03  # old\nrounds = 8\n'
+        path.write_text(text)
+        new = write_gpu_gate(path, "H200", {"tolerance": 0.009}, "note")
+        assert "tolerance = 0.009  # old" in new and "# why" in new and "rounds = 8" in new
+        assert new.count("[gpu.") == 1 and path.read_text() == new
