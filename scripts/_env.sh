@@ -23,7 +23,9 @@ else
     if [[ ! -f $stamp ]]; then
         echo "setting up $repo/.venv with [$extras] (first run only)..." >&2
         python3 -m venv "$repo/.venv"
-        "$repo/.venv/bin/python" -m pip install -q --upgrade pip >&2
+        # A venv starts with the setuptools its Python shipped (65.5 on 3.11), which cannot read
+        # `license = "MIT"`; `history` builds each commit with the venv's own (no isolation).
+        "$repo/.venv/bin/python" -m pip install -q --upgrade pip "setuptools>=77" wheel >&2
         "$repo/.venv/bin/python" -m pip install -q -e "$repo[$extras]" >&2
         rm -f "$repo"/.venv/.installed-*
         touch "$stamp"
