@@ -14,7 +14,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from gemmbench import results as results_check
@@ -116,20 +116,30 @@ def clean_env() -> dict[str, str]:
     return env
 
 
-def asv_pythonpath_for(python: str) -> str | None:
-    """Where the target interpreter can find asv_runner when it has none of its own.
+@contextlib.contextmanager
+def asv_runner_on_pythonpath(env: dict[str, str]) -> Iterator[dict[str, str]]:
+    """``env`` for asv, with a folder holding only this process's asv_runner first on PYTHONPATH.
 
-    asv drops PYTHONPATH for benchmark processes but passes ASV_PYTHONPATH on; this is needed
-    when asv itself lives in a --target directory (as on the offline GPU machine).
+    asv 0.6.6 starts an ``existing:`` interpreter's benchmark processes with asv's own environment
+    unchanged (ExistingEnvironment.run), as ``python asv/benchmark.py ...``, and that script
+    imports asv_runner on its first lines. So PYTHONPATH is what lets any interpreter import it;
+    ASV_PYTHONPATH is read only after those imports. Once asv_runner is imported, benchmark.py
+    removes every PYTHONPATH entry from sys.path (when ASV_PYTHONPATH is unset), so the
+    benchmarks import the installed commit, never the folders named here.
     """
-    probe = subprocess.run([python, "-c", "import asv_runner"], env=clean_env(),
-                           capture_output=True, cwd=tempfile.gettempdir())
-    if probe.returncode == 0:
-        return None
     spec = importlib.util.find_spec("asv_runner")
     if spec is None or not spec.submodule_search_locations:
-        raise HistoryError(f"{python} cannot import asv_runner, and neither can this process")
-    return str(Path(next(iter(spec.submodule_search_locations))).parent)
+        raise HistoryError("this interpreter has asv but no asv_runner; "
+                           "install asv-runner==0.3.2 beside asv")
+    with tempfile.TemporaryDirectory(prefix="gemmbench-asv-runner-") as folder:
+        os.symlink(next(iter(spec.submodule_search_locations)), Path(folder) / "asv_runner")
+        # Absolute entries only: benchmark.py removes PYTHONPATH's entries from sys.path by exact
+        # match, and Python makes relative ones absolute at start-up.
+        inherited = [os.path.abspath(p) for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+        runner_env = dict(env, PYTHONPATH=os.pathsep.join([folder, *inherited]))
+        # Set, ASV_PYTHONPATH would make benchmark.py keep PYTHONPATH's folders on sys.path.
+        runner_env.pop("ASV_PYTHONPATH", None)
+        yield runner_env
 
 
 def install(python: str, source: Path) -> None:
@@ -316,16 +326,14 @@ def restore_if_corrupt(
 
 
 def offline_history(opts, repo: Path, results_dir: Path, commits: list[str], gpu: bool) -> int:
+    with asv_runner_on_pythonpath(dict(os.environ)) as env:
+        env["GEMMBENCH_RUN_LOG_DIR"] = str(results_dir / opts.machine)
+        return measure_each(opts, repo, results_dir, commits, gpu, env)
+
+
+def measure_each(opts, repo: Path, results_dir: Path, commits: list[str], gpu: bool,
+                 env: dict[str, str]) -> int:
     python = opts.python
-    env = dict(os.environ)
-    # asv would drop PYTHONPATH; keep asv's own modules reachable only via ASV_PYTHONPATH.
-    asv_path = asv_pythonpath_for(python)
-    if asv_path is not None:
-        if (Path(asv_path) / opts.package).exists():
-            raise HistoryError(f"{asv_path} (where asv_runner is) also holds a {opts.package!r} "
-                               "package; it would shadow each commit's installed one")
-        env["ASV_PYTHONPATH"] = asv_path
-    env["GEMMBENCH_RUN_LOG_DIR"] = str(results_dir / opts.machine)
 
     failed = []
     for index, sha in enumerate(commits, start=1):
