@@ -22,7 +22,7 @@ def setuptools_too_old() -> str | None:
         return "needs setuptools>=77 (scripts/_env.sh installs it into .venv)"
     major = int(setuptools.__version__.split(".")[0])
     if major < 77:
-        return f"needs setuptools>=77 to read license = \"MIT\"; this one is {setuptools.__version__}"
+        return f'needs setuptools>=77 to read license = "MIT"; this one is {setuptools.__version__}'
     return None
 
 
@@ -33,8 +33,9 @@ def built(tmp_path_factory):
     if reason:
         pytest.skip(reason)
     source = tmp_path_factory.mktemp("source")
-    tracked = subprocess.run(["git", "-C", str(REPO_ROOT), "ls-files", "-z"], check=True,
-                             capture_output=True, text=True).stdout.split("\0")
+    tracked = subprocess.run(
+        ["git", "-C", str(REPO_ROOT), "ls-files", "-z"], check=True, capture_output=True, text=True
+    ).stdout.split("\0")
     for name in filter(None, tracked):
         if (REPO_ROOT / name).is_file():
             target = source / name
@@ -45,9 +46,17 @@ def built(tmp_path_factory):
     # a packaging warning.
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     done = subprocess.run(
-        [sys.executable, "-W", "default", "-c",
-         f"from setuptools import build_meta; print(build_meta.build_wheel({str(out)!r}))"],
-        cwd=source, env=env, capture_output=True, text=True,
+        [
+            sys.executable,
+            "-W",
+            "default",
+            "-c",
+            f"from setuptools import build_meta; print(build_meta.build_wheel({str(out)!r}))",
+        ],
+        cwd=source,
+        env=env,
+        capture_output=True,
+        text=True,
     )
     assert done.returncode == 0, done.stdout + done.stderr
     wheel = out / done.stdout.strip().splitlines()[-1]
