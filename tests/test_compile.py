@@ -19,6 +19,24 @@ BUDGETS = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text
     "gemm-regress"
 ]["kernel-budgets"]
 
+
+def nvrtc_unavailable_reason() -> str | None:
+    """None when NVRTC loads; otherwise one line naming the extra that provides it."""
+    try:
+        from cupy_backends.cuda.libs import nvrtc
+
+        nvrtc.getVersion()
+    except ImportError as exc:
+        return f"needs CuPy: pip install '.[cuda13,nvrtc]' ({exc})"
+    except Exception as exc:  # cuda.pathfinder's DynamicLibNotFoundError: no libnvrtc anywhere
+        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        return f"needs NVRTC: pip install '.[nvrtc]' ({type(exc).__name__}: {first_line})"
+    return None
+
+
+_NVRTC_MISSING = nvrtc_unavailable_reason()
+needs_nvrtc = pytest.mark.skipif(_NVRTC_MISSING is not None, reason=str(_NVRTC_MISSING))
+
 CASES = [
     pytest.param(v, c, id=f"{v.name}-" + "-".join(f"{k}{val}" for k, val in c.items()))
     for v in VARIANTS.values()
@@ -27,6 +45,7 @@ CASES = [
 ]
 
 
+@needs_nvrtc
 @pytest.mark.parametrize(("variant", "config"), CASES)
 def test_within_budget(variant, config):
     """Compiles for the budget's architecture with no spills, no stack frame, registers in budget."""
@@ -44,6 +63,7 @@ def test_within_budget(variant, config):
     )
 
 
+@needs_nvrtc
 def test_bad_configuration_fails_to_compile():
     """A configuration that breaks a kernel's static_asserts is rejected with the compiler's reason."""
     coarsened = VARIANTS["coarsened"]
