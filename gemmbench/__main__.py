@@ -43,9 +43,9 @@ def main(argv: list[str] | None = None) -> int:
         print(usage())
         return exitcodes.OK
     if not argv or argv[0] not in COMMANDS:
-        print(usage(), file=sys.stderr)
+        print(usage())  # the usage on stdout, the reason as one line on stderr
         why = f"unknown command {argv[0]!r}" if argv else "no command given"
-        print(f"\nerror: {why}; name one of {', '.join(COMMANDS)}", file=sys.stderr)
+        print(f"python -m gemmbench: {why}; name one of {', '.join(COMMANDS)}", file=sys.stderr)
         return exitcodes.USAGE
     module = importlib.import_module(COMMANDS[argv[0]][0])
     return module.main(argv[1:])

@@ -28,6 +28,7 @@ from . import exitcodes
 from . import gate as gate_mod
 from . import thresholds as thresholds_mod
 from .gate_decision import INCONCLUSIVE, INFRA, PASS, REGRESSION, Report
+from .results import OneLineErrorParser
 from .stats import smallest_p
 
 # The tolerance is the worst A/A deviation seen × this factor. The worst of N ≈ 10 runs sits
@@ -164,7 +165,7 @@ def _toml(value: object) -> str:
 
 
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
-    p = argparse.ArgumentParser(
+    p = OneLineErrorParser(
         prog="python -m gemmbench calibrate",
         description="Run A/A gate comparisons on this runner and write its gate tolerance into "
         "thresholds.toml (docs/gate.md, 'Calibrating a runner').",
@@ -221,7 +222,9 @@ def one_run(args: argparse.Namespace, path: Path) -> Report:
         run.measure()
         report = run.analyze()
     except (gate_mod.UsageError, thresholds_mod.ThresholdsError) as exc:
-        raise CalibrationError(exitcodes.USAGE, str(exc)) from None
+        # The gate names the revision --base; calibrate's user gave it as --rev.
+        message = str(exc).replace("--base ", "--rev ", 1)
+        raise CalibrationError(exitcodes.USAGE, " ".join(message.split())) from None
     except gate_mod.InfraFailure as exc:
         raise CalibrationError(exitcodes.INFRASTRUCTURE, str(exc)) from None
     except gate_mod._HeadBroken as exc:

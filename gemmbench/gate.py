@@ -45,6 +45,7 @@ from .gate_decision import (
 from .gate_output import render_markdown, report_json, short_sha
 from .gate_process import _HARNESS_ROOT, GpuMonitor, WorkerFailure, WorkerProcess
 from .git import GitError, WorktreeError, detached_worktrees, git, signals_blocked
+from .results import OneLineErrorParser
 
 DEFAULT_PROVIDER = "gemmbench.cases:gemm_cases"
 # Compiling every kernel from a cold CuPy cache can take a minute; a round of the default cases
@@ -392,7 +393,7 @@ def _on_sigterm(signum, frame):
 
 
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
+    parser = OneLineErrorParser(
         prog="python -m gemmbench gate",
         description="Compare a pull request's head with its merge-base on this GPU, interleaved.",
         epilog="Exit codes: 0 pass, 1 regression, 2 usage error, 3 inconclusive (rerun), "
@@ -489,9 +490,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if previous_sigterm is not None:
             signal.signal(signal.SIGTERM, previous_sigterm)
     report.meta["wall_s"] = time.perf_counter() - started
-    if report.status == USAGE:  # the reason on stderr too, not only in the summary on stdout
-        parts = [part.strip(" -") for part in report.reasons[0].splitlines() if part.strip()]
-        print(f"gemmbench gate: {' '.join(parts)}", file=sys.stderr)
-    progress(f"{report.status} (exit {report.exit_code}) in {report.meta['wall_s']:.1f} s")
+    if report.status == USAGE:  # one line on stderr, not only the summary on stdout
+        parts = [part.strip() for part in report.reasons[0].splitlines() if part.strip()]
+        print(f"gemmbench gate: {'; '.join(parts)}", file=sys.stderr)
+    else:
+        progress(f"{report.status} (exit {report.exit_code}) in {report.meta['wall_s']:.1f} s")
     _write_outputs(report, args)
     return report.exit_code

@@ -13,7 +13,11 @@ from pathlib import Path
 
 
 class GitError(RuntimeError):
-    """A git command failed; the message names the command and carries git's own reason."""
+    """A git command failed; the message names the command, ``reason`` is git's own words."""
+
+    def __init__(self, message: str, reason: str = "") -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 class WorktreeError(GitError):
@@ -25,8 +29,17 @@ def git(repo: Path, *args: str, error: type[GitError] = GitError) -> str:
     done = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True)
     if done.returncode != 0:
         reason = done.stderr.strip() or done.stdout.strip() or f"exit {done.returncode}"
-        raise error(f"git {' '.join(args)} failed: {reason}")
+        raise error(f"git {' '.join(args)} failed: {reason}", reason)
     return done.stdout.strip()
+
+
+def git_show(repo: Path, spec: str) -> bytes:
+    """The bytes of ``git show SPEC`` (e.g. "sha:path"), exactly as committed."""
+    done = subprocess.run(["git", "-C", str(repo), "show", spec], capture_output=True)
+    if done.returncode != 0:
+        reason = done.stderr.decode(errors="replace").strip()
+        raise GitError(f"git show {spec} failed: {reason}", reason)
+    return done.stdout
 
 
 @contextlib.contextmanager

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import re
@@ -13,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from . import exitcodes
+from .results import OneLineErrorParser
 
 # Exit statuses (gemmbench/exitcodes.py, docs/exit-codes.md): no usable GPU or driver is an
 # infrastructure failure, never a regression; a name recorded with another GPU identity is 5.
@@ -355,7 +355,7 @@ def default_name(gpu: Mapping[str, str]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = OneLineErrorParser(
         prog="python -m gemmbench machine",
         description="Record this GPU's fingerprint as asv machine NAME in ~/.asv-machine.json.",
     )

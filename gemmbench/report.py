@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 from . import exitcodes, measure
+from .results import OneLineErrorParser
 
 DEFAULT_SHAPES = [(4096, 4096, 4096)]
 
@@ -34,8 +35,8 @@ def parse_shape(text: str) -> tuple[int, int, int]:
     return values
 
 
-def _parser(variants: list[str]) -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+def _parser(variants: list[str]) -> OneLineErrorParser:
+    p = OneLineErrorParser(
         prog="python -m gemmbench report",
         description="Check each GEMM variant against a float64 product, time it with CUDA events "
         "(gemmbench.measure), and print time, TFLOP/s, fraction of cuBLAS and speed-up over naive.",

@@ -76,6 +76,21 @@ CASES = [
     Case("check-results-truncated", f"{CHECK}", 1, "not valid JSON", cwd="scratch", files=stored_text('{"commit_hash": "ab'), lines=2),
     Case("check-results-unknown-machine", f"{CHECK} --machine h100", 1, "no results stored for machine 'h100'", cwd="scratch", files=stored_result()),
     Case("check-results-unknown-option", f"{CHECK} --bogus", 2, "unrecognized arguments: --bogus", cwd="scratch"),
+    Case("gemmbench-no-command", "python -m gemmbench", 2, "no command given; name one of gate"),
+    Case("gemmbench-unknown-command", "python -m gemmbench gates", 2, "unknown command 'gates'"),
+    Case("gate-no-base", "python -m gemmbench gate", 2, "the following arguments are required: --base"),
+    Case("gate-unknown-revision", "python -m gemmbench gate --base no-such-branch", 2, "--base 'no-such-branch' is not a commit"),
+    Case("gate-outside-git", "python -m gemmbench gate --base HEAD", 2, "not a git repository", cwd="scratch"),
+    Case("gate-bad-thresholds", "python -m gemmbench gate --base HEAD --thresholds /dev/null", 2, "[gate] table is missing"),
+    Case("gate-too-few-rounds", "python -m gemmbench gate --base HEAD --rounds 2", 2, "--rounds: gate.rounds = 2 can never reach"),
+    Case("report-unwritable-json", "python -m gemmbench report --json /unwritable/x.json", 2, "cannot write --json /unwritable/x.json"),
+    Case("report-unknown-variant", "python -m gemmbench report --variants naive bogus", 2, "unknown variant 'bogus'"),
+    Case("report-bad-shape", "python -m gemmbench report 4096x0", 2, "shape '4096x0' is not N or MxNxK"),
+    Case("report-bad-repeat", "python -m gemmbench report --repeat 0", 2, "--repeat must be ≥ 1"),
+    Case("report-old-entry-point", "python -m gemm", 2, "python -m gemmbench report"),
+    Case("calibrate-too-few-runs", "python -m gemmbench calibrate --runs 1", 2, "--runs must be at least 2"),
+    Case("calibrate-unknown-revision", "python -m gemmbench calibrate --rev no-such-branch", 2, "--rev 'no-such-branch' is not a commit"),
+    Case("machine-unknown-option", "python -m gemmbench machine --bogus", 2, "unrecognized arguments: --bogus"),
 ]
 # fmt: on
 
