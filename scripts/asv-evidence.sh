@@ -58,13 +58,18 @@ json.dump(conf, open(path, "w"), indent=2)
 EOF
 }
 
-install_commit() { # install_commit SHA: that commit's package into python3, from a worktree
-    local wt="$EV/wt-install"
-    git worktree remove --force "$wt" 2>/dev/null || true
-    git worktree add --detach --force "$wt" "$1" >/dev/null
-    (cd /tmp && "$PY" -m pip install --no-deps --no-build-isolation --force-reinstall \
-        --no-cache-dir --quiet "$wt")
-    git worktree remove --force "$wt"
+install_commit() { # install_commit SHA: that commit's package into python3, as history installs it
+    PYTHONPATH=$REPO "$PY" - "$REPO" "$1" "$PY" <<'EOF'
+import sys
+from pathlib import Path
+
+from gemmbench.git import detached_worktrees
+from gemmbench.history import install
+
+repo, sha, python = sys.argv[1:4]
+with detached_worktrees(Path(repo), {"commit": sha}, "asv-evidence-install-") as trees:
+    install(python, trees["commit"])
+EOF
 }
 
 HEAD_SHA=$(git rev-parse HEAD)
