@@ -343,7 +343,7 @@ class TestSettings:
         token.write_text("t0ken\n")
         token.chmod(0o600)
         return [
-            "--repo", REPO, "--pool", "gpu-pr", "--machine", "h100-sxm-01",
+            "--repo", REPO, "--pool", "gpu-pr", "--machine", "h100-pr-01",
             "--job-user", "root", "--runner-dir", str(install), "--hook", str(hook),
             "--state-dir", str(tmp_path / "state"), "--token-file", str(token),
         ]  # fmt: skip
@@ -391,8 +391,8 @@ class TestGitHubApi:
         token.chmod(0o600)
         with FakeGitHub("s3cret-token") as gh:
             settings = sup.Settings(
-                repo=REPO, pool="gpu-pr", machine="h100-sxm-01",
-                labels=["self-hosted", "linux", "x64", "gpu", "gpu-pr", "h100-sxm-01"],
+                repo=REPO, pool="gpu-pr", machine="h100-pr-01",
+                labels=["self-hosted", "linux", "x64", "gpu", "gpu-pr", "h100-pr-01"],
                 runner_group_id=1, job_user="x", runner_dir=tmp_path, hook=tmp_path,
                 state_dir=tmp_path, token_file=token, api_url=gh.url,
             )  # fmt: skip
@@ -401,7 +401,7 @@ class TestGitHubApi:
     def test_generate_jitconfig_request(self, api):
         """The request carries GitHub's documented headers and body, and the answer is decoded."""
         sup, settings, gh = api
-        runner_id, encoded = sup.generate_jitconfig(settings, "h100-sxm-01-pr-1")
+        runner_id, encoded = sup.generate_jitconfig(settings, "h100-pr-01-pr-1")
         (req,) = gh.requests
         assert req["method"] == "POST"
         assert req["path"] == f"/repos/{REPO}/actions/runners/generate-jitconfig"
@@ -409,12 +409,12 @@ class TestGitHubApi:
         assert req["headers"]["accept"] == "application/vnd.github+json"
         assert req["headers"]["x-github-api-version"] == "2022-11-28"
         assert req["body"] == {
-            "name": "h100-sxm-01-pr-1",
+            "name": "h100-pr-01-pr-1",
             "runner_group_id": 1,
             "labels": settings.labels,
             "work_folder": "_work",
         }
-        assert gh.registered == {runner_id: "h100-sxm-01-pr-1"}
+        assert gh.registered == {runner_id: "h100-pr-01-pr-1"}
         files = json.loads(base64.b64decode(encoded))
         assert set(files) == {".runner", ".credentials", ".credentials_rsaparams"}
 
@@ -423,27 +423,27 @@ class TestGitHubApi:
         sup, settings, gh = api
         settings.token_file.write_text("wrong\n")
         with pytest.raises(sup.ApiError, match="401: GitHub refused the token"):
-            sup.generate_jitconfig(settings, "h100-sxm-01-pr-2")
+            sup.generate_jitconfig(settings, "h100-pr-01-pr-2")
         assert len(gh.requests) == 1
 
     def test_server_error_is_retried(self, api):
         """A 503 is retried and the next answer is used."""
         sup, settings, gh = api
         gh.fail_next = [503]
-        runner_id, _ = sup.generate_jitconfig(settings, "h100-sxm-01-pr-3")
+        runner_id, _ = sup.generate_jitconfig(settings, "h100-pr-01-pr-3")
         assert len(gh.requests) == 2 and runner_id in gh.registered
 
     def test_name_conflict_reported(self, api):
         """A 409 says a runner of that name exists."""
         sup, settings, gh = api
-        sup.generate_jitconfig(settings, "h100-sxm-01-pr-4")
-        with pytest.raises(sup.ApiError, match="409: a runner named h100-sxm-01-pr-4"):
-            sup.generate_jitconfig(settings, "h100-sxm-01-pr-4")
+        sup.generate_jitconfig(settings, "h100-pr-01-pr-4")
+        with pytest.raises(sup.ApiError, match="409: a runner named h100-pr-01-pr-4"):
+            sup.generate_jitconfig(settings, "h100-pr-01-pr-4")
 
     def test_delete_runner(self, api):
         """A registration left behind is deleted; an already removed one is no error."""
         sup, settings, gh = api
-        runner_id, _ = sup.generate_jitconfig(settings, "h100-sxm-01-pr-5")
+        runner_id, _ = sup.generate_jitconfig(settings, "h100-pr-01-pr-5")
         sup.delete_runner(settings, runner_id)
         sup.delete_runner(settings, runner_id)
         assert gh.registered == {}
@@ -522,7 +522,7 @@ def make_layout(base: Path, user) -> dict[str, Path]:
 
 def supervisor_args(base: Path, user, layout, api_url: str, jobs: int, extra_env="") -> list:
     return [
-        "--repo", REPO, "--pool", "gpu-pr", "--machine", "h100-sxm-01",
+        "--repo", REPO, "--pool", "gpu-pr", "--machine", "h100-pr-01",
         "--labels", "self-hosted,linux,x64,gpu,h100",
         "--job-user", user.pw_name, "--runner-dir", str(layout["install"]),
         "--hook", str(layout["hook"]), "--state-dir", str(base / "state"),
@@ -646,7 +646,7 @@ class TestTwoJobs:
         deletes = [r["path"] for r in gh.requests if r["method"] == "DELETE"]
         assert len(posts) == 2
         assert all("gpu-pr" in r["body"]["labels"] for r in posts)
-        assert all("h100-sxm-01" in r["body"]["labels"] for r in posts)
+        assert all("h100-pr-01" in r["body"]["labels"] for r in posts)
         assert deletes == [f"/repos/{REPO}/actions/runners/{i}" for i in gh.issued]
         assert gh.registered == {}
 
