@@ -274,6 +274,21 @@ def _root_owned_readonly(path: Path, what: str) -> None:
         )
 
 
+def _check_install_tree(root: Path) -> None:
+    """Every file of the install must be root's and not group/other-writable: jobs get hard links."""
+    for folder, dirs, files in os.walk(root):
+        for name in dirs + files:
+            path = Path(folder, name)
+            st = path.lstat()
+            if stat.S_ISLNK(st.st_mode):
+                continue  # a link's own mode means nothing; its target is checked where it lives
+            if st.st_uid != 0 or st.st_mode & 0o022:
+                raise UsageError(
+                    f"{path} in the runner install is not root's or is writable by others; "
+                    f"every job shares it (chown -R root:root {root} && chmod -R go-w {root})"
+                )
+
+
 def check_settings(s: Settings) -> pwd.struct_passwd:
     """Everything that must hold before a job runs; returns the job user's entry."""
     if os.geteuid() != 0:
@@ -301,6 +316,7 @@ def check_settings(s: Settings) -> pwd.struct_passwd:
         (s.hook.parent, "pre-job hook folder"),
     ):
         _root_owned_readonly(path, what)
+    _check_install_tree(s.runner_dir)
     _root_owned_readonly(s.token_file, "token file")
     if s.token_file.stat().st_mode & 0o077:
         raise UsageError(
@@ -414,7 +430,10 @@ def prepare_area(s: Settings, user: pwd.struct_passwd, area: JobArea) -> None:
     """Builds the job's folders from nothing: a runner copy, HOME, tool cache and TMPDIR."""
     area.root.mkdir(mode=0o755)
     os.chmod(area.root, 0o755)
-    ignore = shutil.ignore_patterns(*RUNNER_OWN_FILES)
+
+    def ignore(folder: str, names: list[str]) -> set[str]:
+        return RUNNER_OWN_FILES & set(names) if Path(folder) == s.runner_dir else set()
+
     shutil.copytree(
         s.runner_dir, area.runner, symlinks=True, ignore=ignore, copy_function=_link_or_copy
     )
@@ -549,13 +568,9 @@ class Supervisor:
         self.stopping = False
         self.child: subprocess.Popen | None = None
 
-    def on_signal(self, signum, _frame) -> None:
+    def on_signal(self, _signum, _frame) -> None:
+        # Only a flag: the loop forwards the stop to the runner, so no signal races a Popen.
         self.stopping = True
-        if self.child and self.child.poll() is None:
-            try:  # run.sh forwards INT/TERM to the listener, which then exits cleanly
-                os.killpg(self.child.pid, signum)
-            except ProcessLookupError:
-                pass
 
     def run_one(self, n: int) -> int:
         s, user = self.s, self.user
@@ -566,6 +581,8 @@ class Supervisor:
         try:
             prepare_area(s, user, self.area)
             runner_id, jit = generate_jitconfig(s, name)
+            if self.stopping:  # stopped while registering: deregister, start nothing
+                return 0
             log(
                 f"runner {name} (id {runner_id}, labels {','.join(s.labels)}) waiting for a job "
                 f"as {user.pw_name}"
@@ -602,16 +619,20 @@ class Supervisor:
         """The runner's exit code; one that ignores a stop request is killed after stop_timeout."""
         assert self.child is not None
         stop_deadline = None
+        killed = False
         while True:
             try:
                 return self.child.wait(timeout=0.2)
             except subprocess.TimeoutExpired:
                 pass
             if self.stopping and stop_deadline is None:
+                # run.sh passes INT/TERM on to the listener, which then exits cleanly.
+                os.killpg(self.child.pid, signal.SIGTERM)
                 stop_deadline = time.monotonic() + self.s.stop_timeout
-            if stop_deadline is not None and time.monotonic() > stop_deadline:
+            if not killed and stop_deadline is not None and time.monotonic() > stop_deadline:
                 log("runner ignored the stop request; killing it")
                 os.killpg(self.child.pid, signal.SIGKILL)
+                killed = True
 
     def loop(self) -> int:
         n, backoff = 0, 5.0

@@ -723,3 +723,9 @@ class TestUnsafeLayout:
         layout, args = layout_args
         os.chown(layout["hook"], sandbox[1].pw_uid, sandbox[1].pw_gid)
         assert "pre-job hook" in self.refusal(args)
+
+    def test_writable_file_deep_in_install_refused(self, layout_args):
+        """A file deep in the install that others could write is refused: every job links to it."""
+        layout, args = layout_args
+        (layout["install"] / "bin" / "Runner.Listener").chmod(0o777)
+        assert "Runner.Listener in the runner install" in self.refusal(args)
