@@ -167,8 +167,9 @@ class FakeGitHub:
 # shows: arguments may come as ACTIONS_RUNNER_INPUT_<NAME>, which it removes from its environment
 # (CommandSettings.cs); the decoded jitconfig's files are written into the runner's own folder
 # (Runner.cs); .env lines KEY=VALUE are set into its environment, later lines winning
-# (Program.cs LoadAndSetEnv); the job-started hook runs as `bash -e FILE` before any step (GitHub's
-# "Running scripts before or after a job"); then the job's steps run, here job.sh.
+# (Program.cs LoadAndSetEnv); the job-started hook runs as `bash -e FILE` before any step, with the
+# job's default variables such as GITHUB_EVENT_PATH (GitHub's "Running scripts before or after a
+# job"); then the job's steps run, here job.sh. The job GitHub would send is job-message.env.
 STANDIN_RUN_SH = r"""#!/bin/bash
 set -u
 DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -187,6 +188,9 @@ while IFS= read -r line || [ -n "$line" ]; do
 done < "$DIR/.env"
 mkdir -p "$DIR/_diag"
 echo "JOB runner_id=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["agentId"])' "$DIR/.runner")"
+if [ -f "$DIR/job-message.env" ]; then
+    while IFS= read -r line; do export "${line%%=*}=${line#*=}"; done < "$DIR/job-message.env"
+fi
 if [ -n "${ACTIONS_RUNNER_HOOK_JOB_STARTED:-}" ]; then
     bash -e "$ACTIONS_RUNNER_HOOK_JOB_STARTED" || { echo "JOB hook_refused=yes"; exit 0; }
 fi
@@ -494,8 +498,10 @@ def sandbox():
         shutil.rmtree(base, ignore_errors=True)
 
 
-def make_layout(base: Path, user) -> dict[str, Path]:
+def make_layout(base: Path, user, hook_text: str = REAL_HOOK) -> dict[str, Path]:
     """A pristine runner install, the hook, the token and a fake shared /tmp under base."""
+    for leftover in ("actions-runner", "hooks", "etc", "shared-tmp", "state", "fakebin"):
+        shutil.rmtree(base / leftover, ignore_errors=True)
     install = base / "actions-runner"
     (install / "bin").mkdir(parents=True)
     (install / "run.sh").write_text(STANDIN_RUN_SH)
@@ -508,7 +514,7 @@ def make_layout(base: Path, user) -> dict[str, Path]:
     (install / ".credentials").chmod(0o600)
     hook = base / "hooks" / "pre-job-hook.sh"
     hook.parent.mkdir()
-    hook.write_text(REAL_HOOK)
+    hook.write_text(hook_text)
     hook.chmod(0o755)
     token = base / "etc" / "token"
     token.parent.mkdir()
@@ -520,9 +526,11 @@ def make_layout(base: Path, user) -> dict[str, Path]:
     return {"install": install, "hook": hook, "token": token, "shared_tmp": shared_tmp}
 
 
-def supervisor_args(base: Path, user, layout, api_url: str, jobs: int, extra_env="") -> list:
+def supervisor_args(
+    base: Path, user, layout, api_url: str, jobs: int, extra_env="", pool="gpu-pr"
+) -> list:
     return [
-        "--repo", REPO, "--pool", "gpu-pr", "--machine", "h100-pr-01",
+        "--repo", REPO, "--pool", pool, "--machine", "h100-pr-01",
         "--labels", "self-hosted,linux,x64,gpu,h100",
         "--job-user", user.pw_name, "--runner-dir", str(layout["install"]),
         "--hook", str(layout["hook"]), "--state-dir", str(base / "state"),
@@ -662,8 +670,6 @@ class TestTwoJobs:
 def test_sigterm_stops_a_waiting_runner(sandbox):
     """systemctl stop (SIGTERM) ends a runner waiting for a job, wipes and deregisters it."""
     base, user = sandbox
-    for leftover in ("actions-runner", "hooks", "etc", "shared-tmp", "state"):
-        shutil.rmtree(base / leftover, ignore_errors=True)
     layout = make_layout(base, user)
     with FakeGitHub("long-lived-registration-token") as gh:
         args = supervisor_args(
@@ -695,8 +701,6 @@ class TestUnsafeLayout:
     @pytest.fixture
     def layout_args(self, sandbox):
         base, user = sandbox
-        for leftover in ("actions-runner", "hooks", "etc", "shared-tmp", "state"):
-            shutil.rmtree(base / leftover, ignore_errors=True)
         layout = make_layout(base, user)
         return layout, supervisor_args(base, user, layout, "http://127.0.0.1:9", jobs=1)
 
@@ -729,3 +733,50 @@ class TestUnsafeLayout:
         layout, args = layout_args
         (layout["install"] / "bin" / "Runner.Listener").chmod(0o777)
         assert "Runner.Listener in the runner install" in self.refusal(args)
+
+
+FAKE_SMI = """#!/bin/sh
+case "$*" in *--query-gpu=gpu_name*) echo "NVIDIA H100 80GB HBM3" ;; esac
+exit 0
+"""
+
+
+@pytest.mark.parametrize(
+    "pool,event_name,head,ref,refusal",
+    [
+        ("gpu-pr", "pull_request", "mallory/gemm-regress", "refs/pull/7/merge", "fork mallory"),
+        ("gpu-pr", "pull_request", REPO, "refs/pull/7/merge", None),
+        ("gpu-history", "pull_request", REPO, "refs/pull/7/merge", "gpu-history pool runs only"),
+        ("gpu-history", "push", None, "refs/heads/main", None),
+    ],
+)
+def test_installed_hook_guards_the_pool(sandbox, pool, event_name, head, ref, refusal):
+    """Under the supervisor, runner/pre-job-hook.sh (named in root's .env) refuses forks, and
+    same-repository pull requests on the history pool, before any step runs."""
+    base, user = sandbox
+    layout = make_layout(base, user, hook_text=(ROOT / "runner" / "pre-job-hook.sh").read_text())
+    fakebin = base / "fakebin"
+    fakebin.mkdir()
+    (fakebin / "nvidia-smi").write_text(FAKE_SMI)
+    (fakebin / "nvidia-smi").chmod(0o755)
+    event = (
+        {"ref": ref} if head is None else {"pull_request": {"head": {"repo": {"full_name": head}}}}
+    )
+    (layout["install"] / "event.json").write_text(json.dumps(event))
+    (layout["install"] / "job-message.env").write_text(
+        f"GITHUB_REPOSITORY={REPO}\nGITHUB_EVENT_NAME={event_name}\nGITHUB_REF={ref}\n"
+        f"GITHUB_EVENT_PATH={layout['install'] / 'event.json'}\n"
+    )
+    with FakeGitHub("long-lived-registration-token") as gh:
+        args = supervisor_args(base, user, layout, gh.url, jobs=1, pool=pool)
+        proc = run_supervisor([*args, "--path", f"{fakebin}:/usr/local/bin:/usr/bin:/bin"])
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out
+    assert all(pool in r["body"]["labels"] for r in gh.requests if r["method"] == "POST")
+    if refusal:
+        errors = [line for line in out.splitlines() if line.startswith("::error ")]
+        assert len(errors) == 1 and refusal in errors[0], out
+        assert "JOB hook_refused=yes" in out and "JOB uid=" not in out
+    else:
+        assert f"pre-job hook: ok: {event_name} event from {REPO} for the {pool} pool" in out, out
+        assert "JOB uid=" in out

@@ -19,17 +19,27 @@ def table_rows() -> list[str]:
 
 
 def named_tests() -> list[tuple[str, str]]:
-    """(file, test name) for every test the table names, in node-id or "name in file" form."""
+    """(file, test name) for every test the table names, in node-id or "name in file" form.
+
+    A short form `::name` continues the file of the node id before it in the same cell.
+    """
+    token = re.compile(
+        r"`(?P<file>tests/[\w/]+\.py)(?P<node>(?:::\w+)+)`"
+        r"|`::(?P<short>\w+)`"
+        r"|`(?P<name>test_\w+)` in `(?P<in_file>tests/[\w/]+\.py)`"
+    )
     found = []
     for row in table_rows():
-        cell = row.split(" | ")[2]
-        for file, rest in re.findall(r"`(tests/[\w/]+\.py)((?:::\w+)+)`", cell):
-            found.append((file, rest.split("::")[-1]))
-            # "`path::Class::a`, `::b`": the short forms continue the same file and class.
-        for short in re.findall(r"`::(\w+)`", cell):
-            found.append((found[-1][0], short))
-        for name, file in re.findall(r"`(test_\w+)` in `(tests/[\w/]+\.py)`", cell):
-            found.append((file, name))
+        current = None
+        for m in token.finditer(row.split(" | ")[2]):
+            if m["file"]:
+                current = m["file"]
+                found.append((current, m["node"].split("::")[-1]))
+            elif m["short"]:
+                assert current, f"{m[0]} follows no node id in: {row}"
+                found.append((current, m["short"]))
+            else:
+                found.append((m["in_file"], m["name"]))
     return found
 
 
