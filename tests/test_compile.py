@@ -52,6 +52,22 @@ def test_bad_configuration_fails_to_compile():
         compile_report(coarsened, bad)
 
 
+MISSING_CONSTANT_CASES = [
+    pytest.param(v, key, id=f"{v.name}-{key}")
+    for v in VARIANTS.values()
+    if not v.is_library
+    for key in v.config
+]
+
+
+@pytest.mark.parametrize(("variant", "missing"), MISSING_CONSTANT_CASES)
+def test_missing_constant_fails_to_compile(variant, missing):
+    """A source compiled without one registry constant stops at an #error naming it (no default)."""
+    partial = {key: value for key, value in variant.config.items() if key != missing}
+    with pytest.raises(CompileError, match=f"{missing} is not defined"):
+        compile_report(variant, partial, arch=BUDGETS["arch"])
+
+
 class TestParsePtxasLog:
     """Tests for parse_ptxas_log."""
 

@@ -22,11 +22,12 @@ class TestRegistry:
         assert re.search(rf"\b{variant.kernel_name}\s*\(", text)
 
     @pytest.mark.parametrize("variant", [v for v in VARIANTS.values() if not v.is_library], ids=str)
-    def test_constants_have_source_defaults(self, variant):
-        """Every compile-time constant the registry passes is a macro the source defines."""
+    def test_constants_only_in_registry(self, variant):
+        """Every registry constant is required by the source (#error when missing), never re-defaulted."""
         text = (KERNEL_DIR / variant.source).read_text()
         for key in variant.config:
-            assert re.search(rf"#ifndef {key}\b", text), key
+            assert re.search(rf"#ifndef {key}\n#error \"{key} is not defined", text), key
+            assert not re.search(rf"#define\s+{key}\b", text), f"{variant.source} defines {key}"
 
     def test_order_and_baseline(self):
         """The teaching order comes first and cuBLAS is the one library baseline."""

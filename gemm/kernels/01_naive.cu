@@ -2,10 +2,10 @@
 // threadIdx.x runs over columns, so a warp reads a row of B and writes a row of C coalesced.
 // Block BLOCK_X×BLOCK_Y threads; grid ceil(N/BLOCK_X) × ceil(M/BLOCK_Y).
 #ifndef BLOCK_X
-#define BLOCK_X 16
+#error "BLOCK_X is not defined: compile-time constants come from the registry, gemm/variants.py"
 #endif
 #ifndef BLOCK_Y
-#define BLOCK_Y 16
+#error "BLOCK_Y is not defined: compile-time constants come from the registry, gemm/variants.py"
 #endif
 
 extern "C" __global__ void __launch_bounds__(BLOCK_X * BLOCK_Y)

@@ -3,23 +3,23 @@
 // value read from shared memory feeds TN (or TM) multiply-adds instead of one.
 // Block (BM/TM)·(BN/TN) threads (1-D); grid ceil(N/BN) × ceil(M/BM).
 #ifndef BM
-#define BM 128
+#error "BM is not defined: compile-time constants come from the registry, gemm/variants.py"
 #endif
 #ifndef BN
-#define BN 128
+#error "BN is not defined: compile-time constants come from the registry, gemm/variants.py"
 #endif
 #ifndef BK
-#define BK 16
+#error "BK is not defined: compile-time constants come from the registry, gemm/variants.py"
 #endif
 #ifndef TM
-#define TM 8
+#error "TM is not defined: compile-time constants come from the registry, gemm/variants.py"
 #endif
 #ifndef TN
-#define TN 8
+#error "TN is not defined: compile-time constants come from the registry, gemm/variants.py"
 #endif
 // Blocks per multiprocessor the compiler must leave registers for (__launch_bounds__).
 #ifndef MIN_BLOCKS
-#define MIN_BLOCKS 1
+#error "MIN_BLOCKS is not defined: compile-time constants come from the registry, gemm/variants.py"
 #endif
 
 #define THREADS_X (BN / TN)
