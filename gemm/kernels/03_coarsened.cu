@@ -1,7 +1,7 @@
 // C[M×N] = A[M×K]·B[K×N], float32, row-major. Step 3: tiled + coarsened. A block computes a BM×BN
 // tile of C from BK-deep shared-memory tiles; each thread keeps TM×TN outputs in registers, so one
 // value read from shared memory feeds TN (or TM) multiply-adds instead of one.
-// Block (BM/TM)·(BN/TN) threads (1-D); grid ceil(N/BN) × ceil(M/BM).
+// Block (BM/TM)·(BN/TN) threads (1-D); grid ceil(N/BN) × ceil(M/BM) × splits of K (split-K below).
 #ifndef BM
 #error "BM is not defined: compile-time constants come from the registry, gemm/variants.py"
 #endif
@@ -41,6 +41,19 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
 gemm_coarsened(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,
                int M, int N, int K)
 {
+    // Split-K: when few tiles of C would leave multiprocessors idle, gridDim.z blocks share each
+    // tile, block z taking one BK-aligned slice of K and writing its partial product to slice z of
+    // a workspace C[z][M][N]; gemm_coarsened_sum_splits then adds the slices in a fixed order, so
+    // the result repeats bit for bit (atomics would add in whatever order blocks finish).
+    // With gridDim.z = 1 the slice is all of K and C is the output itself.
+    const int lda = K;  // A's row stride stays the full depth; K becomes this slice's depth
+    const int slice = ((K - 1) / BK / gridDim.z + 1) * BK;
+    const int k_first = blockIdx.z * slice;
+    A += k_first;
+    B += (size_t)k_first * N;
+    C += (size_t)blockIdx.z * M * N;
+    K = min(slice, K - k_first);
+
     // Two buffers: while one is read for this K-step, the next step's tiles are stored in the
     // other, so a single barrier per step suffices.
     __shared__ __align__(16) float As[2][BK][BM + AS_PAD];  // A tile, transposed: k-major
@@ -52,7 +65,7 @@ gemm_coarsened(const float* __restrict__ A, const float* __restrict__ B, float* 
 
     // float4 global accesses need every row start 16-byte aligned; otherwise take the scalar path.
     // The condition is the same for the whole grid, so the branch never diverges.
-    const bool vec = (K % 4 == 0) && (N % 4 == 0) &&
+    const bool vec = (lda % 4 == 0) && (N % 4 == 0) &&
                      ((reinterpret_cast<size_t>(A) | reinterpret_cast<size_t>(B) |
                        reinterpret_cast<size_t>(C)) % 16 == 0);
 
@@ -64,7 +77,7 @@ gemm_coarsened(const float* __restrict__ A, const float* __restrict__ B, float* 
         for (int l = 0; l < A_LOADS; ++l) {
             const int f = tid + l * THREADS;
             const int r = row0 + f / (BK / 4), k = k0 + (f % (BK / 4)) * 4;
-            const float* p = A + (size_t)r * K + k;
+            const float* p = A + (size_t)r * lda + k;
             if (vec) {
                 a_next[l] = (r < M && k < K) ? *reinterpret_cast<const float4*>(p)
                                              : make_float4(0.f, 0.f, 0.f, 0.f);
@@ -167,4 +180,17 @@ gemm_coarsened(const float* __restrict__ A, const float* __restrict__ B, float* 
                 }
             }
         }
+}
+
+// Split-K's second pass: C = sum over z of W[z], added in order z = 0, 1, ... for every element.
+extern "C" __global__ void gemm_coarsened_sum_splits(const float* __restrict__ W,
+                                                     float* __restrict__ C, long long count,
+                                                     int splits)
+{
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < count;
+         i += (long long)gridDim.x * blockDim.x) {
+        float sum = W[i];
+        for (int z = 1; z < splits; ++z) sum += W[i + z * count];
+        C[i] = sum;
+    }
 }
