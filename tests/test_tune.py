@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -165,3 +166,28 @@ class TestCommandLine:
         done = self.run("64", "--table", str(table), "--doc", str(doc))
         assert done.returncode == 4 and "error:" in done.stderr and "Traceback" not in done.stderr
         assert not table.exists() and not doc.exists()
+
+
+class TestEvidenceScript:
+    """scripts/kernels-evidence.sh's CPU paths: its dry run and usage errors."""
+
+    SCRIPT = tune.REPO / "scripts" / "kernels-evidence.sh"
+
+    def test_dry_run(self, tmp_path):
+        """--dry-run lists the candidates for every shape it would tune, into OUTDIR."""
+        done = subprocess.run(
+            ["bash", str(self.SCRIPT), str(tmp_path), "--dry-run"],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "GEMM_PYTHON": sys.executable},
+        )
+        assert done.returncode == 0, done.stderr
+        listed = (tmp_path / "candidates.txt").read_text()
+        for shape in ("1024x1024x1024", "2049x2049x2049", "16384x64x4096", "8192x8192x8192"):
+            assert f"{shape} (" in listed
+
+    @pytest.mark.parametrize("args", [[], ["out", "--bogus"]])
+    def test_usage(self, args):
+        """No OUTDIR, or an unknown option, exits 2 with the usage line."""
+        done = subprocess.run(["bash", str(self.SCRIPT), *args], capture_output=True, text=True)
+        assert done.returncode == 2 and "usage: scripts/kernels-evidence.sh OUTDIR" in done.stderr
