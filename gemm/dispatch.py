@@ -72,7 +72,8 @@ def effective_splits(variant: Variant, config: Config, k: int, splits: int) -> i
 def heuristic(variant: Variant, m: int, n: int, k: int, sm_count: int) -> Choice:
     """The documented fallback rule (docs/tuning.md), in order:
 
-    1. Consider only tiles that pad C by at most PAD_SLACK over the tightest registered tile.
+    1. Consider only tiles that pad C by at most PAD_SLACK over the tightest registered tile
+       (never a table-only configuration: those are chosen by measurement alone).
     2. The first of them (registry order: the default and larger tiles first) whose grid fills
        WAVE_FILL of a wave of blocks.
     3. Else, if K ≥ DEEP_K, that first tile with K split into enough slices to fill the wave
@@ -87,8 +88,9 @@ def heuristic(variant: Variant, m: int, n: int, k: int, sm_count: int) -> Choice
         tile_m, tile_n = variant.tile(config)
         return -(-m // tile_m) * tile_m * -(-n // tile_n) * tile_n
 
-    tightest = min(padded(c) for c in variant.configs)
-    candidates = [c for c in variant.configs if padded(c) <= PAD_SLACK * tightest]
+    pool = [c for c in variant.configs if not variant.table_only(c)]  # measured ideas only
+    tightest = min(padded(c) for c in pool)
+    candidates = [c for c in pool if padded(c) <= PAD_SLACK * tightest]
     first = candidates[0]
     if blocks(variant, first, m, n) >= target:
         return Choice(first, 1, "heuristic")

@@ -44,8 +44,9 @@ class Variant:
     mirror the kernel's static_asserts, and ``shared_bytes`` its static shared memory, so a bad
     configuration is refused in Python before anything compiles. ``row_loop``: the kernel steps
     over rows, so the grid's y extent may stop at CUDA's limit. ``split_k``: the kernel splits K
-    over gridDim.z into a workspace that ``sum_kernel`` adds up. ``dispatch``: with no explicit
-    configuration, ``gemm.dispatch`` picks one (and a split count) per shape and GPU.
+    over gridDim.z into a workspace that its ``sum_kernel_name`` kernel adds up. ``dispatch``: with no explicit
+    configuration, ``gemm.dispatch`` picks one (and a split count) per shape and GPU;
+    ``table_only`` marks configurations only a measured tuning table may pick.
     """
 
     name: str
@@ -59,6 +60,7 @@ class Variant:
     row_loop: bool = False
     split_k: bool = False
     dispatch: bool = False
+    table_only: Callable[[Config], bool] = field(default=lambda c: False, compare=False)
     notes: str = field(default="", compare=False)
 
     @property
@@ -165,8 +167,20 @@ def _coarsened_shared_bytes(c: Config) -> int:
     return 2 * c["BK"] * (c["BM"] + _AS_PAD + c["BN"]) * _FLOAT
 
 
-def _coarsened(bm: int, bn: int, bk: int, tm: int, tn: int, min_blocks: int) -> Config:
-    return _frozen({"BM": bm, "BN": bn, "BK": bk, "TM": tm, "TN": tn, "MIN_BLOCKS": min_blocks})
+def _coarsened(
+    bm: int, bn: int, bk: int, tm: int, tn: int, min_blocks: int, async_copy: int = 0
+) -> Config:
+    return _frozen(
+        {
+            "BM": bm,
+            "BN": bn,
+            "BK": bk,
+            "TM": tm,
+            "TN": tn,
+            "MIN_BLOCKS": min_blocks,
+            "ASYNC_COPY": async_copy,
+        }
+    )
 
 
 VARIANTS: Mapping[str, Variant] = MappingProxyType(
@@ -203,7 +217,13 @@ VARIANTS: Mapping[str, Variant] = MappingProxyType(
                 # Smaller tiles for shapes whose grid of 128×128 tiles would not fill the GPU.
                 _coarsened(128, 64, 16, 8, 8, 3),
                 _coarsened(64, 64, 16, 8, 8, 6),
+                # Unmeasured speed ideas for large shapes: cp.async copies global -> shared with
+                # no staging registers, which leaves room for two blocks a multiprocessor. Only
+                # the measured tuning table may pick them (table_only), never the heuristic.
+                _coarsened(128, 128, 16, 8, 8, 1, async_copy=1),
+                _coarsened(128, 128, 8, 8, 8, 2, async_copy=1),
             ),
+            table_only=lambda c: c["ASYNC_COPY"] == 1,
             threads=_coarsened_threads,
             tile=lambda c: (c["BM"], c["BN"]),
             constraints=_COARSENED_CONSTRAINTS,

@@ -68,7 +68,13 @@ class TestHeuristic:
         """Whatever the GPU and shape, the rule picks a registered configuration and a valid split."""
         choice = heuristic(COARSENED, *shape, sm_count)
         assert choice.config in COARSENED.configs
+        assert not COARSENED.table_only(choice.config), "an unmeasured idea chosen by default"
         assert 1 <= choice.splits <= dispatch.MAX_SPLITS
+
+    def test_table_only_configs_exist_but_are_never_default(self):
+        """The cp.async configurations are registered (tests and the tuner see them), not default."""
+        assert any(COARSENED.table_only(c) for c in COARSENED.configs)
+        assert not COARSENED.table_only(DEFAULT)
 
 
 class TestEffectiveSplits:

@@ -147,8 +147,10 @@ class TestCommandLine:
         """--dry-run lists each shape's class and candidates without a GPU."""
         done = self.run("--dry-run", "--sm-count", "132", "1024x1024x16384", "2049")
         assert done.returncode == 0, done.stderr
-        assert "1024x1024x16384 (1024x1024x16384): 16:" in done.stdout
-        assert "2049x2049x2049 (2048x2048x2048): 7:" in done.stdout
+        deep = len(tune.candidates(COARSENED, 1024, 1024, 16384, 132))
+        odd = len(tune.candidates(COARSENED, 2049, 2049, 2049, 132))
+        assert f"1024x1024x16384 (1024x1024x16384): {deep}:" in done.stdout
+        assert f"2049x2049x2049 (2048x2048x2048): {odd}:" in done.stdout
 
     def test_bad_shape_is_usage_error(self):
         """A shape that is not N or MxNxK exits 2 with one line naming it."""

@@ -21,6 +21,13 @@
 #ifndef MIN_BLOCKS
 #error "MIN_BLOCKS is not defined: compile-time constants come from the registry, gemm/variants.py"
 #endif
+// 1: tiles go from global to shared memory by cp.async (sm_80+), without staging in registers.
+#ifndef ASYNC_COPY
+#error "ASYNC_COPY is not defined: compile-time constants come from the registry, gemm/variants.py"
+#endif
+#if ASYNC_COPY && defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+#error "ASYNC_COPY=1 needs sm_80 or later (cp.async)"
+#endif
 
 #define THREADS_X (BN / TN)
 #define THREADS_Y (BM / TM)
@@ -36,6 +43,24 @@ static_assert(BM % TM == 0 && BN % TN == 0, "the block tile splits evenly into t
 static_assert(BK % 4 == 0 && BN % 4 == 0, "tiles are loaded as float4");
 static_assert((BM * BK) % (4 * THREADS) == 0, "the A tile splits evenly over the threads");
 static_assert((BK * BN) % (4 * THREADS) == 0, "the B tile splits evenly over the threads");
+
+#if ASYNC_COPY
+// Asynchronous copies (cp.async): the copy engine writes shared memory itself, so the next tile
+// needs no registers while it is in flight. A copy whose element lies past an edge reads
+// nothing (source size 0) and writes zeros; its address is then the base pointer, always valid.
+__device__ __forceinline__ void copy_async4(float* dst, const float* src, bool in, const float* base)
+{
+    const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n"
+                 :: "r"(s), "l"(in ? src : base), "r"(in ? 4 : 0));
+}
+__device__ __forceinline__ void copy_async16(float* dst, const float* src, bool in, const float* base)
+{
+    const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
+                 :: "r"(s), "l"(in ? src : base), "r"(in ? 16 : 0));
+}
+#endif
 
 extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
 gemm_coarsened(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,
@@ -69,10 +94,42 @@ gemm_coarsened(const float* __restrict__ A, const float* __restrict__ B, float* 
                      ((reinterpret_cast<size_t>(A) | reinterpret_cast<size_t>(B) |
                        reinterpret_cast<size_t>(C)) % 16 == 0);
 
+#if ASYNC_COPY
+    // Start copying the K-step at k0 straight into shared buffer buf; zero past every edge.
+    auto fetch = [&](int k0, int buf) {
+#pragma unroll
+        for (int l = 0; l < A_LOADS; ++l) {
+            const int f = tid + l * THREADS;
+            const int r = f / (BK / 4), k = (f % (BK / 4)) * 4;
+            const bool in = row0 + r < M;
+            const float* p = A + (size_t)(row0 + r) * lda + k0 + k;
+#pragma unroll
+            for (int j = 0; j < 4; ++j)  // one float at a time: the A tile is stored transposed
+                copy_async4(&As[buf][k + j][r], p + j, in && k0 + k + j < K, A);
+        }
+#pragma unroll
+        for (int l = 0; l < B_LOADS; ++l) {
+            const int f = tid + l * THREADS;
+            const int k = f / (BN / 4), c = (f % (BN / 4)) * 4;
+            const bool in = k0 + k < K;
+            const float* p = B + (size_t)(k0 + k) * N + col0 + c;
+            if (vec) {
+                copy_async16(&Bs[buf][k][c], p, in && col0 + c < N, B);
+            } else {
+#pragma unroll
+                for (int j = 0; j < 4; ++j)
+                    copy_async4(&Bs[buf][k][c + j], p + j, in && col0 + c + j < N, B);
+            }
+        }
+        asm volatile("cp.async.commit_group;\n" ::);
+    };
+    // This thread's copies have landed; the barrier after it makes everyone's visible.
+    auto stash = [&](int) { asm volatile("cp.async.wait_all;\n" ::: "memory"); };
+#else
     float4 a_next[A_LOADS], b_next[B_LOADS];
 
     // Fetch the K-step starting at k0 into registers; zero past every edge of A and B.
-    auto fetch = [&](int k0) {
+    auto fetch = [&](int k0, int) {
 #pragma unroll
         for (int l = 0; l < A_LOADS; ++l) {
             const int f = tid + l * THREADS;
@@ -118,6 +175,7 @@ gemm_coarsened(const float* __restrict__ A, const float* __restrict__ B, float* 
             *reinterpret_cast<float4*>(&Bs[buf][f / (BN / 4)][(f % (BN / 4)) * 4]) = b_next[l];
         }
     };
+#endif
 
     // A thread owns rows ty*4 + i + g*4*THREADS_Y and columns tx*4 + j + g*4*THREADS_X: groups of
     // four strided across the tile, so a warp's float4 reads of a B row are contiguous.
@@ -127,14 +185,14 @@ gemm_coarsened(const float* __restrict__ A, const float* __restrict__ B, float* 
 #pragma unroll
         for (int j = 0; j < TN; ++j) acc[i][j] = 0.0f;
 
-    fetch(0);
+    fetch(0, 0);
     stash(0);
     __syncthreads();
 
     int buf = 0;
     for (int k0 = 0; k0 < K; k0 += BK) {
         const bool more = k0 + BK < K;
-        if (more) fetch(k0 + BK);  // global loads in flight while this step computes
+        if (more) fetch(k0 + BK, buf ^ 1);  // global loads in flight while this step computes
 
 #pragma unroll
         for (int k = 0; k < BK; ++k) {
