@@ -21,6 +21,24 @@ BUDGETS = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text
     "gemm-regress"
 ]["kernel-budgets"]
 
+
+def nvrtc_unavailable_reason() -> str | None:
+    """None when NVRTC loads; otherwise one line naming the extra that provides it."""
+    try:
+        from cupy_backends.cuda.libs import nvrtc
+
+        nvrtc.getVersion()
+    except ImportError as exc:
+        return f"needs CuPy: pip install '.[cuda13,nvrtc]' ({exc})"
+    except Exception as exc:  # cuda.pathfinder's DynamicLibNotFoundError: no libnvrtc anywhere
+        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        return f"needs NVRTC: pip install '.[nvrtc]' ({type(exc).__name__}: {first_line})"
+    return None
+
+
+_NVRTC_MISSING = nvrtc_unavailable_reason()
+needs_nvrtc = pytest.mark.skipif(_NVRTC_MISSING is not None, reason=str(_NVRTC_MISSING))
+
 CASES = [
     pytest.param(v, c, id=f"{v.name}-" + "-".join(f"{k}{val}" for k, val in c.items()))
     for v in VARIANTS.values()
@@ -39,6 +57,7 @@ def reports_by_kernel(log: str) -> dict[str, str]:
     return {m.group(1): log[m.start() : end] for m, end in zip(starts, ends, strict=True)}
 
 
+@needs_nvrtc
 @pytest.mark.parametrize(("variant", "config"), CASES)
 def test_within_budget(variant, config):
     """Every kernel in the module (split-K's sum pass included) meets the budgets: no spills, no stack frame."""
@@ -81,6 +100,7 @@ BAD_CONFIGS = [
 ]
 
 
+@needs_nvrtc
 @pytest.mark.parametrize(("name", "overrides", "message"), BAD_CONFIGS)
 def test_bad_configuration_refused_alike(name, overrides, message):
     """A static_assert-breaking configuration: NVRTC fails on it, gemm turns that log into a one-line
@@ -109,6 +129,7 @@ MISSING_CONSTANT_CASES = [
 ]
 
 
+@needs_nvrtc
 @pytest.mark.parametrize(("variant", "missing"), MISSING_CONSTANT_CASES)
 def test_missing_constant_fails_to_compile(variant, missing):
     """A source compiled without one registry constant stops at an #error naming it (no default)."""
