@@ -87,6 +87,23 @@ class TestEffectiveSplits:
         assert effective_splits(COARSENED, DEFAULT, 10 * bk, 64) == 10
         assert effective_splits(COARSENED, DEFAULT, 3, 4) == 1  # one step: nothing to split
 
+    @pytest.mark.parametrize("bk", [8, 16])
+    def test_kernel_slices_cover_k(self, bk):
+        """The kernel's slicing (03_coarsened.cu, mirrored here) over the effective count gives
+        every block a non-empty, BK-aligned slice, and the slices tile K exactly."""
+        from gemm._loader import read_source
+
+        assert "((K - 1) / BK / gridDim.z + 1) * BK" in read_source(COARSENED.source)
+        config = {**DEFAULT, "BK": bk}
+        for k in [1, 3, bk, bk + 1, 100, 1000, 4099, 16384, 65537]:
+            for asked in range(1, 20):
+                z = effective_splits(COARSENED, config, k, asked)
+                slice_ = ((k - 1) // bk // z + 1) * bk  # as the kernel computes it
+                starts = [bz * slice_ for bz in range(z)]
+                depths = [min(slice_, k - s) for s in starts]
+                assert all(d > 0 for d in depths) and sum(depths) == k, (k, asked, z)
+                assert all(s % bk == 0 for s in starts)
+
     def test_variants_without_split_k(self):
         """A variant that cannot split always runs one slice."""
         tiled = VARIANTS["tiled"]
