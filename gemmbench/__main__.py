@@ -17,6 +17,7 @@ COMMANDS = {
     ),
     "check-results": ("gemmbench.results", "validate stored asv result files before publishing"),
     "machine": ("gemmbench.machine", "record this GPU's fingerprint as the asv machine"),
+    "tune": ("gemmbench.tune", "time gemm's dispatch candidates on this GPU, write its table"),
 }
 
 

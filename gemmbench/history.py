@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import hashlib
 import importlib.util
@@ -14,7 +13,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from gemmbench import results as results_check
@@ -50,7 +49,9 @@ def commits_in(repo: Path, revrange: str) -> list[str]:
             return out.split()
         return [git(repo, "rev-parse", "--verify", f"{revrange}^{{commit}}")]
     except subprocess.CalledProcessError as exc:
-        raise HistoryError(f"git does not know {revrange!r}: {exc.stderr.strip()}") from exc
+        reason = (exc.stderr.strip() or "no output").splitlines()[0]
+        raise HistoryError(f"git does not know {revrange!r} ({reason}); give commits of this "
+                           "repository, e.g. main~3..main, fetching them first if needed") from exc
 
 
 # --- what is already stored ----------------------------------------------------------------
@@ -65,7 +66,7 @@ def stored_result_files(results_dir: Path, machine: str, sha: str, offline: bool
             data = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             continue  # corrupt: not stored (check-results names it; the rerun replaces it)
-        if data.get("commit_hash") != sha:
+        if not isinstance(data, dict) or data.get("commit_hash") != sha:
             continue
         if str(data.get("env_name", "")).startswith("existing") == offline:
             found.append(path)
@@ -76,8 +77,9 @@ def benchmarks_with_results(paths: Sequence[Path]) -> set[str]:
     names = set()
     for path in paths:
         data = json.loads(path.read_text(encoding="utf-8"))
-        for name, row in data.get("results", {}).items():
-            if row and row[0] is not None:
+        rows = data.get("results")
+        for name, row in rows.items() if isinstance(rows, dict) else ():
+            if isinstance(row, list) and row and row[0] is not None:
                 names.add(name)
     return names
 
@@ -116,20 +118,30 @@ def clean_env() -> dict[str, str]:
     return env
 
 
-def asv_pythonpath_for(python: str) -> str | None:
-    """Where the target interpreter can find asv_runner when it has none of its own.
+@contextlib.contextmanager
+def asv_runner_on_pythonpath(env: dict[str, str]) -> Iterator[dict[str, str]]:
+    """``env`` for asv, with a folder holding only this process's asv_runner first on PYTHONPATH.
 
-    asv drops PYTHONPATH for benchmark processes but passes ASV_PYTHONPATH on; this is needed
-    when asv itself lives in a --target directory (as on the offline GPU machine).
+    asv 0.6.6 starts an ``existing:`` interpreter's benchmark processes with asv's own environment
+    unchanged (ExistingEnvironment.run), as ``python asv/benchmark.py ...``, and that script
+    imports asv_runner on its first lines. So PYTHONPATH is what lets any interpreter import it;
+    ASV_PYTHONPATH is read only after those imports. Once asv_runner is imported, benchmark.py
+    removes every PYTHONPATH entry from sys.path (when ASV_PYTHONPATH is unset), so the
+    benchmarks import the installed commit, never the folders named here.
     """
-    probe = subprocess.run([python, "-c", "import asv_runner"], env=clean_env(),
-                           capture_output=True, cwd=tempfile.gettempdir())
-    if probe.returncode == 0:
-        return None
     spec = importlib.util.find_spec("asv_runner")
     if spec is None or not spec.submodule_search_locations:
-        raise HistoryError(f"{python} cannot import asv_runner, and neither can this process")
-    return str(Path(next(iter(spec.submodule_search_locations))).parent)
+        raise HistoryError("this interpreter has asv but no asv_runner; "
+                           "install asv-runner==0.3.2 beside asv")
+    with tempfile.TemporaryDirectory(prefix="gemmbench-asv-runner-") as folder:
+        os.symlink(next(iter(spec.submodule_search_locations)), Path(folder) / "asv_runner")
+        # Absolute entries only: benchmark.py removes PYTHONPATH's entries from sys.path by exact
+        # match, and Python makes relative ones absolute at start-up.
+        inherited = [os.path.abspath(p) for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+        runner_env = dict(env, PYTHONPATH=os.pathsep.join([folder, *inherited]))
+        # Set, ASV_PYTHONPATH would make benchmark.py keep PYTHONPATH's folders on sys.path.
+        runner_env.pop("ASV_PYTHONPATH", None)
+        yield runner_env
 
 
 def install(python: str, source: Path) -> None:
@@ -140,7 +152,9 @@ def install(python: str, source: Path) -> None:
         env=clean_env(), capture_output=True, text=True, cwd=tempfile.gettempdir(),
     )
     if done.returncode != 0:
-        raise HistoryError(f"pip could not install {source.name}:\n{done.stdout}{done.stderr}")
+        log(f"pip's output for {source.name}:\n{done.stdout}{done.stderr}")
+        last = (done.stderr.strip() or done.stdout.strip() or "no output").splitlines()[-1]
+        raise HistoryError(f"pip could not install {source.name} ({last}); its output is above")
 
 
 def installed_code(python: str, package: str, repo: Path, sha: str) -> dict:
@@ -151,7 +165,9 @@ def installed_code(python: str, package: str, repo: Path, sha: str) -> dict:
         env=clean_env(), capture_output=True, text=True, cwd=tempfile.gettempdir(),
     )
     if probe.returncode != 0:
-        raise HistoryError(f"{python} cannot import {package}: {probe.stderr.strip()}")
+        last = (probe.stderr.strip() or "no output").splitlines()[-1]
+        raise HistoryError(f"{python} cannot import {package} after installing it ({last}); "
+                           "check --package")
     package_dir = Path(probe.stdout.strip()).parent
     committed = git(repo, "ls-tree", "-r", "--name-only", sha, "--", f"{package}/").split("\n")
     matched, different, not_installed = 0, [], []
@@ -316,16 +332,14 @@ def restore_if_corrupt(
 
 
 def offline_history(opts, repo: Path, results_dir: Path, commits: list[str], gpu: bool) -> int:
+    with asv_runner_on_pythonpath(dict(os.environ)) as env:
+        env["GEMMBENCH_RUN_LOG_DIR"] = str(results_dir / opts.machine)
+        return measure_each(opts, repo, results_dir, commits, gpu, env)
+
+
+def measure_each(opts, repo: Path, results_dir: Path, commits: list[str], gpu: bool,
+                 env: dict[str, str]) -> int:
     python = opts.python
-    env = dict(os.environ)
-    # asv would drop PYTHONPATH; keep asv's own modules reachable only via ASV_PYTHONPATH.
-    asv_path = asv_pythonpath_for(python)
-    if asv_path is not None:
-        if (Path(asv_path) / opts.package).exists():
-            raise HistoryError(f"{asv_path} (where asv_runner is) also holds a {opts.package!r} "
-                               "package; it would shadow each commit's installed one")
-        env["ASV_PYTHONPATH"] = asv_path
-    env["GEMMBENCH_RUN_LOG_DIR"] = str(results_dir / opts.machine)
 
     failed = []
     for index, sha in enumerate(commits, start=1):
@@ -396,8 +410,59 @@ def network_history(opts, repo: Path, results_dir: Path, commits: list[str]) -> 
     return EXIT_FAILED if status != 0 or missing else 0
 
 
+def load_config(path: Path):
+    """asv's configuration at ``path``, or a HistoryError saying how to point at it."""
+    from asv.config import Config
+    from asv.util import UserError
+
+    if not path.is_file():
+        raise HistoryError(f"no asv configuration at {path}; run history in the project's folder "
+                           "or pass --config PATH/asv.conf.json")
+    try:
+        return Config.load(str(path))
+    except (UserError, ValueError) as exc:  # ValueError: json5's, for a file that is not JSON
+        raise HistoryError(f"asv cannot read {path}: {str(exc).strip().splitlines()[0]}; "
+                           "fix it or pass another --config") from None
+
+
+def check_repository(repo: Path, config: Path) -> None:
+    """Refuse a "repo" that is not a git work tree: the commits are read from it."""
+    try:
+        inside = subprocess.run(["git", "-C", str(repo), "rev-parse", "--is-inside-work-tree"],
+                                capture_output=True, text=True)
+    except FileNotFoundError:
+        raise HistoryError("git is not installed; install git, which history reads commits with") from None
+    if inside.returncode != 0 or inside.stdout.strip() != "true":
+        raise HistoryError(f"{repo} (\"repo\" in {config.name}) is not a git repository; run "
+                           "history in a clone of the project")
+
+
+def resolve_python(python: str) -> str:
+    """The interpreter to measure, as a full path; a HistoryError when there is none."""
+    found = shutil.which(python)
+    if found is None:
+        raise HistoryError(f"--python {python}: no such executable; give the path of an "
+                           "interpreter that has this project's dependencies, or leave it out")
+    probe = subprocess.run([found, "-c", "import sys"], capture_output=True, env=clean_env())
+    if probe.returncode != 0:
+        raise HistoryError(f"--python {python} does not run Python code; give the path of a "
+                           "Python interpreter")
+    return found
+
+
+def check_bench_patterns(patterns: Sequence[str]) -> None:
+    import re
+
+    for pattern in patterns:
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise HistoryError(f"--bench {pattern!r} is not a regular expression ({exc}); "
+                               "quote it, or escape the special character") from None
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = results_check.OneLineErrorParser(
         prog="python -m gemmbench history",
         description="Benchmark every commit of REVRANGE with its own code and store the results "
         "with asv; commits already stored are skipped, so an interrupted run resumes.",
@@ -420,21 +485,23 @@ def main(argv: list[str] | None = None) -> int:
     opts = parser.parse_args(argv)
 
     try:
-        from asv.config import Config
-
         opts.config = opts.config.resolve()
-        conf = Config.load(str(opts.config))
+        conf = load_config(opts.config)
         repo = (opts.config.parent / conf.repo).resolve()
         results_dir = (opts.config.parent / conf.results_dir).resolve()
+        check_repository(repo, opts.config)
+        check_bench_patterns(opts.bench)
+        if not opts.network:
+            opts.python = resolve_python(opts.python)
         commits = commits_in(repo, opts.revrange)
         if not commits:
-            raise HistoryError(f"{opts.revrange!r} holds no commits")
+            raise HistoryError(f"{opts.revrange!r} holds no commits; give a range A..B with B "
+                               "after A, or one commit")
         gpu = check_machine(opts.machine)
         log(f"{len(commits)} commits in {opts.revrange}, machine {opts.machine!r}, "
             f"{'network' if opts.network else 'offline with ' + opts.python}")
         if opts.network:
             return network_history(opts, repo, results_dir, commits)
-        opts.python = shutil.which(opts.python) or opts.python
         return offline_history(opts, repo, results_dir, commits, gpu)
     except NoGpu as exc:
         print(f"history: no usable NVIDIA GPU: {exc}", file=sys.stderr)
@@ -444,6 +511,10 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_MISMATCH
     except HistoryError as exc:
         print(f"history: {exc}", file=sys.stderr)
+        return EXIT_SETUP
+    except OSError as exc:  # e.g. a results folder that cannot be written
+        print(f"history: {exc.strerror or exc}: {exc.filename}; check that path and its "
+              "permissions", file=sys.stderr)
         return EXIT_SETUP
     except KeyboardInterrupt:
         print("history: interrupted; every commit stored so far is intact, and running the same "

@@ -22,13 +22,20 @@ _REQUIRED_RESULT_KEYS = ("commit_hash", "env_name", "date", "params", "result_co
 _SHA = re.compile(r"^[0-9a-f]{40}$")
 
 
+class OneLineErrorParser(argparse.ArgumentParser):
+    """argparse, with a usage error as one line on stderr (exit 2) rather than the usage text."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: {message}; see --help\n")
+
+
 def _load_json(path: Path) -> tuple[object, str | None]:
     try:
         return json.loads(path.read_text(encoding="utf-8")), None
     except (OSError, UnicodeDecodeError) as exc:
         return None, f"unreadable ({exc})"
     except json.JSONDecodeError as exc:
-        return None, f"not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
+        return None, f"not valid JSON ({exc.msg}, line {exc.lineno} column {exc.colno})"
 
 
 def check_machine_file(path: Path) -> list[str]:
@@ -64,6 +71,12 @@ def check_result_file(path: Path, machine: str | None = None) -> list[str]:
     missing = [key for key in _REQUIRED_RESULT_KEYS if key not in data]
     if missing:
         return [f"missing {', '.join(missing)}"]
+    shapes = {"results": dict, "params": dict, "result_columns": list}
+    wrong = [f"{key} is {type(data[key]).__name__ if data[key] is not None else 'null'}, asv "
+             f"expects {'an object' if kind is dict else 'a list'}"
+             for key, kind in shapes.items() if not isinstance(data[key], kind)]
+    if wrong:
+        return wrong
     problems = []
     if data.get("version") != RESULT_API_VERSION:
         problems.append(f"version is {data.get('version')!r}, asv expects {RESULT_API_VERSION}")
@@ -79,6 +92,9 @@ def check_result_file(path: Path, machine: str | None = None) -> list[str]:
         values = dict(zip(columns, row, strict=False))
         result = values.get("result")
         params = values.get("params") or []
+        if not isinstance(params, list) or not all(isinstance(p, list) for p in params):
+            problems.append(f"{name}: params is not a list of lists of values")
+            continue
         expected = math.prod(len(p) for p in params) if params else 1
         if result is not None and (not isinstance(result, list) or len(result) != expected):
             problems.append(f"{name}: {len(result) if isinstance(result, list) else result!r} "
@@ -86,7 +102,9 @@ def check_result_file(path: Path, machine: str | None = None) -> list[str]:
         elif result is not None and not all(_finite_or_none(v) for v in result):
             problems.append(f"{name}: a value is neither a finite number nor null")
         samples = values.get("samples")
-        if samples is not None and result is not None and len(samples) != len(result):
+        if samples is not None and not isinstance(samples, list):
+            problems.append(f"{name}: samples are {type(samples).__name__}, not a list")
+        elif samples is not None and result is not None and len(samples) != len(result):
             problems.append(f"{name}: {len(samples)} sample lists for {len(result)} values")
     if not problems:
         problems += _asv_load_problems(path, machine)
@@ -160,7 +178,7 @@ def count_result_files(results_dir: Path, machine: str | None = None) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = OneLineErrorParser(
         prog="python -m gemmbench check-results",
         description="Validate every asv result file and machine.json; exit 1 naming each bad one.",
     )
@@ -168,15 +186,32 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--machine", help="only this machine, which must have results")
     args = parser.parse_args(argv)
 
-    if not args.results_dir.is_dir():
-        print(f"check-results: {args.results_dir} does not exist", file=sys.stderr)
+    if not args.results_dir.exists():
+        print(f"check-results: {args.results_dir} does not exist; run it in the project's folder "
+              "or pass --results-dir", file=sys.stderr)
         return 2
-    problems = list(iter_problems(args.results_dir, args.machine))
+    if not args.results_dir.is_dir():
+        print(f"check-results: {args.results_dir} is not a folder; pass the asv results folder "
+              "(.asv/results) as --results-dir", file=sys.stderr)
+        return 2
+    try:
+        if args.machine is not None and not (args.results_dir / args.machine).is_dir():
+            here = ", ".join(sorted(p.name for p in args.results_dir.iterdir() if p.is_dir()))
+            print(f"check-results: no results stored for machine {args.machine!r} in "
+                  f"{args.results_dir}; check --machine (machines there: {here or 'none'})",
+                  file=sys.stderr)
+            return 1
+        problems = list(iter_problems(args.results_dir, args.machine))
+    except OSError as exc:
+        print(f"check-results: cannot read {exc.filename} ({exc.strerror}); check its "
+              "permissions", file=sys.stderr)
+        return 2
     for path, problem in problems:
         print(f"CORRUPT {path}: {problem}", file=sys.stderr)
     if problems:
         files = len({path for path, _ in problems})
-        print(f"check-results: {files} file(s) would be skipped or misread by asv", file=sys.stderr)
+        print(f"check-results: {files} file(s) would be skipped or misread by asv; fix or delete "
+              "them (history measures a deleted commit again)", file=sys.stderr)
         return 1
     count = count_result_files(args.results_dir, args.machine)
     print(f"check-results: {count} result file(s) in {args.results_dir} are valid")

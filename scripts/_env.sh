@@ -1,6 +1,7 @@
 # Sourced by the entry scripts: sets $PY to an interpreter that has this package and its tools.
 # GEMM_PYTHON=/path/to/python uses that interpreter as it is (an offline GPU machine or runner whose
-# CuPy is already installed); otherwise a .venv is made and filled from the package index once.
+# CuPy is already installed); otherwise a .venv is made once with the locked versions
+# (requirements/lock-<cuda>-py<X.Y>.txt, from scripts/lock.sh) fetched from the package index.
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
@@ -18,14 +19,37 @@ if [[ -n ${GEMM_PYTHON:-} ]]; then
     "$PY" -m pip install -q --no-deps --no-build-isolation -e "$repo" >&2 ||
         echo "warning: could not install the package into $PY; using the checkout as it is" >&2
 else
-    extras="$(cupy_extra),nvrtc,test,lint"
-    stamp="$repo/.venv/.installed-$(cat "$repo/pyproject.toml" | cksum | cut -d' ' -f1)-$extras"
+    # Exactly the locked versions (scripts/lock.sh), checked against their hashes: CuPy, whose
+    # version is part of the asv machine's identity, changes only when the lock does.
+    cuda=$(cupy_extra)
+    pyver=$(python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+    lock=$repo/requirements/lock-$cuda-py$pyver.txt
+    if [[ ! -f $lock ]]; then
+        echo "error: no lock for CuPy's $cuda build on Python $pyver ($lock is missing);" \
+            "add $pyver to PYTHONS in scripts/lock.sh and run it, or use GEMM_PYTHON" >&2
+        exit 2
+    fi
+    extras="$cuda,nvrtc,test,lint"
+    stamp="$repo/.venv/.installed-$(cat "$repo/pyproject.toml" "$lock" | cksum | cut -d' ' -f1)-$extras"
     if [[ ! -f $stamp ]]; then
-        echo "setting up $repo/.venv with [$extras] (first run only)..." >&2
-        python3 -m venv "$repo/.venv"
-        "$repo/.venv/bin/python" -m pip install -q --upgrade pip >&2
-        "$repo/.venv/bin/python" -m pip install -q -e "$repo[$extras]" >&2
-        rm -f "$repo"/.venv/.installed-*
+        echo "setting up $repo/.venv from ${lock#"$repo"/} (first run only)..." >&2
+        # --clear: nothing but the lock, even where an older .venv stood.
+        python3 -m venv --clear "$repo/.venv"
+        "$repo/.venv/bin/python" -m pip install -q --require-hashes --no-deps -r "$lock" >&2
+        # The project itself, editable and with no downloads: its dependencies are the lock's, and
+        # its build uses the locked setuptools (>= 77 reads `license = "MIT"`). Its output is
+        # shown on failure only: setuptools prints an "information only" notice for every
+        # editable install; tests/test_packaging.py asserts the build itself warns of nothing.
+        if ! out=$("$repo/.venv/bin/python" -m pip install -q --no-deps --no-build-isolation \
+            -e "$repo" 2>&1); then
+            echo "$out" >&2
+            exit 1
+        fi
+        # A lock that misses a dependency of a locked package fails here, not in a test.
+        if ! out=$("$repo/.venv/bin/python" -m pip check 2>&1); then
+            echo "$out" >&2
+            exit 1
+        fi
         touch "$stamp"
     fi
     PY=$repo/.venv/bin/python

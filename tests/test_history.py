@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 import os
 import signal
+import site
 import subprocess
 import sys
+import sysconfig
 import textwrap
 import time
 from pathlib import Path
@@ -57,14 +59,17 @@ track_marker.unit = "marker"
 def time_work():
     tinypkg.work()
 '''
+# Declared as the project's own is: `license = "MIT"` needs setuptools >= 77 in the measured
+# interpreter, as installing any commit of this repository does.
 PYPROJECT = '''\
 [build-system]
-requires = ["setuptools>=61", "wheel"]
+requires = ["setuptools>=77"]
 build-backend = "setuptools.build_meta"
 
 [project]
 name = "tinypkg"
 version = "0.1.0"
+license = "MIT"
 
 [tool.setuptools]
 packages = ["tinypkg"]
@@ -94,9 +99,33 @@ def write_package(repo: Path, marker: int, work: float) -> None:
         '''))
 
 
+def see_packages_of_this_interpreter(venv: Path) -> None:
+    """Let ``venv`` import what this interpreter has (the README's .venv under scripts/test.sh:
+    its pip and setuptools build each commit, offline), after the venv's own site-packages."""
+    (site_dir,) = venv.glob("lib/python3*/site-packages")
+    ours = dict.fromkeys([*site.getsitepackages(), sysconfig.get_paths()["purelib"]])
+    (site_dir / "borrowed-site-packages.pth").write_text("\n".join(ours) + "\n")
+
+
+def block_asv_runner(venv: Path) -> None:
+    """Make ``venv``'s interpreter unable to import asv_runner of its own, whatever the base
+    Python holds: an asv_runner that raises ImportError sits first in its site-packages (a test
+    double for "not installed": importing it fails as a missing module's import does). History
+    must then supply the real one to benchmark processes itself."""
+    (site_dir,) = venv.glob("lib/python3*/site-packages")
+    (site_dir / "asv_runner").mkdir()
+    (site_dir / "asv_runner" / "__init__.py").write_text(
+        'raise ImportError("this interpreter has no asv_runner of its own (test fixture)")\n'
+    )
+    probe = subprocess.run([venv / "bin" / "python", "-c", "import asv_runner"],
+                           capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=""))
+    assert probe.returncode != 0 and "no asv_runner of its own" in probe.stderr
+
+
 @pytest.fixture(scope="module")
 def project(tmp_path_factory):
-    """A git repo with a base commit and four package commits, a venv, and an asv machine."""
+    """A git repo with a base commit and four package commits, an asv machine, and the
+    interpreter to measure: a venv that sees this one's packages but has no asv_runner."""
     root = tmp_path_factory.mktemp("history")
     repo = root / "repo"
     (repo / "benchmarks").mkdir(parents=True)
@@ -114,11 +143,11 @@ def project(tmp_path_factory):
         git(repo, "commit", "-qm", f"package version {marker}")
     shas = git(repo, "rev-list", "--reverse", "HEAD").split()
     venv = root / "venv"
-    # The venv sees this interpreter's asv_runner and setuptools; wheel is what setuptools'
-    # PEP 517 backend needs for --no-build-isolation installs.
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True)
+    # Without pip: Python 3.11's venv would also bring setuptools 65.5, which shadows ours.
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    see_packages_of_this_interpreter(venv)
+    block_asv_runner(venv)
     python = venv / "bin" / "python"
-    subprocess.run([python, "-m", "pip", "install", "--quiet", "wheel"], check=True)
     home = root / "home"
     home.mkdir()
     env = dict(os.environ, HOME=str(home), PYTHONPATH=str(REPO_ROOT))

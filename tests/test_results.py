@@ -102,8 +102,38 @@ class TestCorrupt:
     def test_unknown_machine(self, results_dir, capsys):
         """Asking for a machine with no results is an error, not a silent pass."""
         assert results.main(["--results-dir", str(results_dir), "--machine", "h100"]) == 1
-        assert "no results stored for this machine" in capsys.readouterr().err
+        assert "no results stored for machine 'h100'" in capsys.readouterr().err
 
     def test_missing_directory(self, tmp_path):
         """A results directory that does not exist is exit status 2."""
         assert results.main(["--results-dir", str(tmp_path / "nowhere")]) == 2
+
+
+class TestWrongShape:
+    """Valid JSON of the wrong shape is named, never a crash (asv would misread it)."""
+
+    @pytest.mark.parametrize(
+        ("key", "value", "problem"),
+        [
+            ("results", [], "results is list, asv expects an object"),
+            ("params", [], "params is list, asv expects an object"),
+            ("result_columns", None, "result_columns is null, asv expects a list"),
+        ],
+    )
+    def test_top_level_field(self, results_dir, key, value, problem):
+        """A top-level field of the wrong type is the file's one problem."""
+        victim = result_files(results_dir)[0]
+        data = json.loads(victim.read_text())
+        data[key] = value
+        victim.write_text(json.dumps(data))
+        assert list(results.iter_problems(results_dir)) == [(victim, problem)]
+
+    def test_row_params_not_lists(self, results_dir):
+        """A row whose params are not lists of values is named by benchmark."""
+        victim = result_files(results_dir)[0]
+        data = json.loads(victim.read_text())
+        index = data["result_columns"].index("params")
+        data["results"]["bench_gemm.Gemm.time_gemm"][index] = "variant"
+        victim.write_text(json.dumps(data))
+        ((_, problem),) = results.iter_problems(results_dir)
+        assert problem == "bench_gemm.Gemm.time_gemm: params is not a list of lists of values"

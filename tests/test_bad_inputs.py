@@ -1,0 +1,221 @@
+"""Every bad input we know of ends in one line on stderr and a non-zero exit, never a traceback.
+
+CASES is the table: each row runs as a subprocess. docs/bad-inputs.md is the same table with
+the exit status and message observed; `python tests/test_bad_inputs.py` rewrites it, and
+test_docs_table_is_current fails when it is out of date. Adding a case is adding one row.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+DOC = REPO_ROOT / "docs" / "bad-inputs.md"
+FIXTURE_MACHINE = REPO_ROOT / "tests" / "fixtures" / "asv" / "results" / "h200-fixture"
+
+
+@dataclass(frozen=True)
+class Case:
+    """One bad input and what the user must see."""
+
+    id: str
+    argv: str  # shell words; "python" is the interpreter running the tests
+    exit: int
+    message: str  # a part of stderr
+    cwd: str = "project"  # "project": a git repository with our asv.conf.json; "scratch": no repo
+    files: tuple[tuple[str, str], ...] = ()  # (path, text) written into cwd first
+    lines: int = 1  # lines on stderr (check-results: one per problem, then its summary)
+    gpu: bool = False  # needs a GPU to reach the check; documented as expected where none is
+
+
+def stored_result(**changes) -> tuple[tuple[str, str], ...]:
+    """results/h200-fixture/: the fixture's machine.json and first result file, with ``changes``."""
+    first = sorted(p for p in FIXTURE_MACHINE.glob("*.json") if p.name != "machine.json")[0]
+    data = {**json.loads(first.read_text()), **changes}
+    return stored_text(json.dumps(data), name=first.name)
+
+
+def stored_text(text: str, name: str = "0123abcd-existing-py.json") -> tuple[tuple[str, str], ...]:
+    machine = (FIXTURE_MACHINE / "machine.json").read_text()
+    return (("results/h200-fixture/machine.json", machine), (f"results/h200-fixture/{name}", text))
+
+
+HISTORY = "python -m gemmbench history"
+CHECK = "python -m gemmbench check-results --results-dir results"
+ASV_CONF = (("asv.conf.json", (REPO_ROOT / "asv.conf.json").read_text()),)
+# gemm.matmul is an API: the snippet prints the exception it raises as its one stderr line.
+MATMUL = "python -c \"import sys, gemm\ntry: gemm.matmul(None, None, {})\nexcept ValueError as e: sys.exit(f'ValueError: {{e}}')\""
+
+# fmt: off
+CASES = [
+    Case("history-config-missing", f"{HISTORY} HEAD --machine cpu --config /missing.json", 2, "no asv configuration at /missing.json"),
+    Case("history-config-not-json", f"{HISTORY} HEAD --machine cpu", 2, "asv cannot read", cwd="scratch", files=(("asv.conf.json", "{not json"),)),
+    Case("history-outside-project", f"{HISTORY} HEAD --machine cpu", 2, "run history in the project's folder", cwd="scratch"),
+    Case("history-outside-git", f"{HISTORY} HEAD --machine cpu", 2, "is not a git repository", cwd="scratch", files=ASV_CONF),
+    Case("history-python-missing", f"{HISTORY} HEAD --machine cpu --python /missing/python", 2, "--python /missing/python: no such executable"),
+    Case("history-python-not-python", f"{HISTORY} HEAD --machine cpu --python /bin/false", 2, "does not run Python code"),
+    Case("history-unknown-revision", f"{HISTORY} no-such-branch..HEAD --machine cpu", 2, "git does not know 'no-such-branch..HEAD'"),
+    Case("history-empty-range", f"{HISTORY} HEAD..HEAD --machine cpu", 2, "holds no commits"),
+    Case("history-bad-bench-regex", f"{HISTORY} HEAD --machine cpu --bench '('", 2, "is not a regular expression"),
+    Case("history-machine-not-recorded", f"{HISTORY} HEAD --machine never-recorded", 2, "run `python -m gemmbench machine --name never-recorded` first"),
+    Case("history-no-machine", f"{HISTORY} HEAD", 2, "the following arguments are required: --machine"),
+    Case("history-unknown-option", f"{HISTORY} HEAD --machine cpu --bogus", 2, "unrecognized arguments: --bogus"),
+    Case("check-results-missing-folder", f"{CHECK}", 2, "results does not exist", cwd="scratch"),
+    Case("check-results-not-a-folder", f"{CHECK}", 2, "is not a folder", cwd="scratch", files=(("results", "a file"),)),
+    Case("check-results-results-list", f"{CHECK}", 1, "results is list, asv expects an object", cwd="scratch", files=stored_result(results=[]), lines=2),
+    Case("check-results-params-list", f"{CHECK}", 1, "params is list, asv expects an object", cwd="scratch", files=stored_result(params=[]), lines=2),
+    Case("check-results-result-columns-null", f"{CHECK}", 1, "result_columns is null, asv expects a list", cwd="scratch", files=stored_result(result_columns=None), lines=2),
+    Case("check-results-not-an-object", f"{CHECK}", 1, "not a JSON object", cwd="scratch", files=stored_text("[]"), lines=2),
+    Case("check-results-truncated", f"{CHECK}", 1, "not valid JSON", cwd="scratch", files=stored_text('{"commit_hash": "ab'), lines=2),
+    Case("check-results-unknown-machine", f"{CHECK} --machine h100", 1, "no results stored for machine 'h100'", cwd="scratch", files=stored_result()),
+    Case("check-results-unknown-option", f"{CHECK} --bogus", 2, "unrecognized arguments: --bogus", cwd="scratch"),
+    Case("matmul-config-static-assert", MATMUL.format("variant='coarsened', config={'TM': 6}"), 1, "breaks a kernel constraint: a thread's outputs come in groups of four (float4)"),
+    Case("matmul-config-over-1024-threads", MATMUL.format("variant='naive', config={'BLOCK_X': 64, 'BLOCK_Y': 32}"), 1, "needs 2048 threads a block, over CUDA's limit of 1024"),
+]
+# fmt: on
+
+
+@dataclass(frozen=True)
+class Observed:
+    exit: int
+    stdout: str
+    stderr: str
+
+
+def git(repo: Path, *args: str) -> None:
+    env = dict(
+        os.environ,
+        GIT_AUTHOR_NAME="t",
+        GIT_AUTHOR_EMAIL="t@example.invalid",
+        GIT_COMMITTER_NAME="t",
+        GIT_COMMITTER_EMAIL="t@example.invalid",
+    )
+    subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, env=env)
+
+
+def make_project(where: Path) -> Path:
+    """A git repository with this project's asv.conf.json and two commits (not the package: the
+    commands under test are imported from this checkout through PYTHONPATH)."""
+    where.mkdir(parents=True)
+    git(where, "init", "-q", "-b", "main")
+    for number in (1, 2):
+        (where / "asv.conf.json").write_text(ASV_CONF[0][1])
+        (where / "notes.txt").write_text(f"commit {number}\n")
+        git(where, "add", ".")
+        git(where, "commit", "-qm", f"commit {number}")
+    return where
+
+
+def run_case(case: Case, root: Path, project: Path) -> Observed:
+    """Run ``case`` in its own folder under ``root`` with a fresh HOME."""
+    home = root / "home" / case.id
+    home.mkdir(parents=True)
+    cwd = project if case.cwd == "project" else root / "scratch" / case.id
+    cwd.mkdir(parents=True, exist_ok=True)
+    for name, text in case.files:
+        (cwd / name).parent.mkdir(parents=True, exist_ok=True)
+        (cwd / name).write_text(text)
+    argv = shlex.split(case.argv)
+    if argv[0] == "python":
+        argv[0] = sys.executable
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("ASV_PYTHONPATH", "CUDA_VISIBLE_DEVICES")
+    }
+    env.update(HOME=str(home), PYTHONPATH=str(REPO_ROOT))
+    done = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+    return Observed(done.returncode, done.stdout, readable(done.stderr, cwd))
+
+
+def readable(text: str, cwd: Path) -> str:
+    """Paths that change from run to run, written as placeholders."""
+    return text.replace(str(cwd), "<cwd>").replace(str(REPO_ROOT), "<repo>")
+
+
+def gpu_missing() -> str | None:
+    sys.path.insert(0, str(Path(__file__).parent))
+    from conftest import gpu_unavailable_reason
+
+    return gpu_unavailable_reason()
+
+
+def observe_all(root: Path) -> dict[str, Observed]:
+    """Every case this machine can run, run once."""
+    project = make_project(root / "project")
+    no_gpu = gpu_missing()
+    return {c.id: run_case(c, root, project) for c in CASES if not (c.gpu and no_gpu)}
+
+
+def render(observed: dict[str, Observed]) -> str:
+    """docs/bad-inputs.md for these observations."""
+
+    def cell(text: str) -> str:
+        return text.strip().replace("|", "\\|").replace("\n", "<br>")
+
+    rows = []
+    for case in CASES:
+        seen = observed.get(case.id)
+        if seen is None:  # a GPU case on a machine without one: what the case expects
+            exit_status, message = f"{case.exit} (expected; needs a GPU)", f"… {case.message} …"
+        else:
+            exit_status, message = str(seen.exit), seen.stderr
+        rows.append(f"| `{case.id}` | `{cell(case.argv)}` | {exit_status} | {cell(message)} |")
+    return (
+        "# Bad inputs and what they print\n\n"
+        "Each row is a case of `tests/test_bad_inputs.py`, run as a subprocess in a scratch folder\n"
+        "(`project`: a git repository with this project's `asv.conf.json`; otherwise a folder in\n"
+        "no repository) with a fresh `HOME`. The test asserts the exit status, the number of\n"
+        "stderr lines (one; for `check-results`, one per problem and a summary) and that no\n"
+        "traceback is printed. The message column is stderr as observed, with the scratch folder\n"
+        "written `<cwd>`. Regenerate this file with `python tests/test_bad_inputs.py`; a test\n"
+        "fails when it differs from what the cases print.\n\n"
+        "Exit statuses: 2 a usage or setup error; 1 `check-results` found files asv would skip\n"
+        "or misread. `matmul-*` rows call the API, `gemm.matmul`, which raises before any GPU\n"
+        "work; their snippet prints the exception as one line and exits 1.\n\n"
+        "| case | command | exit | stderr |\n"
+        "|---|---|---|---|\n" + "\n".join(rows) + "\n"
+    )
+
+
+@pytest.fixture(scope="module")
+def observed(tmp_path_factory):
+    return observe_all(tmp_path_factory.mktemp("bad-inputs"))
+
+
+def test_ids_are_unique():
+    """Each case has its own id (the docs table and the test ids use them)."""
+    ids = [case.id for case in CASES]
+    assert len(ids) == len(set(ids))
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case.id for case in CASES])
+def test_bad_input(case, observed):
+    """The expected exit status, the message on as many stderr lines as expected, no traceback."""
+    if case.id not in observed:
+        pytest.skip(f"needs a GPU: {gpu_missing()}")
+    seen = observed[case.id]
+    assert "Traceback" not in seen.stderr + seen.stdout, seen.stderr
+    assert seen.exit == case.exit, seen.stderr
+    assert len(seen.stderr.strip().splitlines()) == case.lines, seen.stderr
+    assert case.message in seen.stderr
+
+
+def test_docs_table_is_current(observed):
+    """docs/bad-inputs.md shows what the cases print now."""
+    assert DOC.read_text() == render(observed), (
+        "docs/bad-inputs.md is out of date: run python tests/test_bad_inputs.py"
+    )
+
+
+if __name__ == "__main__":
+    with tempfile.TemporaryDirectory(prefix="bad-inputs-") as scratch:
+        DOC.write_text(render(observe_all(Path(scratch))))
+    print(f"wrote {DOC.relative_to(REPO_ROOT)} ({len(CASES)} cases)")
