@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
-# Lint and format check with the ruff that scripts/test.sh installed into .venv.
+# Lint with the ruff that scripts/test.sh installed (or GEMM_PYTHON has).
 set -euo pipefail
 source "$(dirname "$0")/../_env.sh"
 cd "$repo"
 "$PY" -m ruff check .
-"$PY" -m ruff format --check .
