@@ -198,3 +198,14 @@ def test_gate_usage_error(tmp_path):
     """gate.sh without its arguments is a usage error (exit 2)."""
     proc = run("bash", str(CI / "gate.sh"), "main")
     assert proc.returncode == 2 and "usage:" in proc.stderr
+
+
+def test_setup_env_keeps_the_venv(tmp_path):
+    """setup-env.sh prints a folder whose python is GEMM_PYTHON itself, venv included (a symlink
+    to a venv's python would start the base interpreter without the venv's packages)."""
+    proc = run("bash", str(CI / "setup-env.sh"), str(tmp_path / "bin"),
+               env={"GEMM_PYTHON": sys.executable})  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == str(tmp_path / "bin")
+    prefix = run(str(tmp_path / "bin" / "python"), "-c", "import sys; print(sys.prefix)")
+    assert prefix.stdout.strip() == sys.prefix

@@ -7,6 +7,8 @@ source "$(dirname "$0")/../_env.sh"
 bindir=${1:-${RUNNER_TEMP:-${TMPDIR:-/tmp}}/gemm-python}
 interpreter=$(command -v "$PY") || { echo "setup-env: $PY is not an interpreter on PATH" >&2; exit 2; }
 mkdir -p "$bindir"
-ln -sfn "$interpreter" "$bindir/python"
+# A script, not a symlink: a venv's python found through a symlink elsewhere loses its venv.
+printf '#!/bin/sh\nexec "%s" "$@"\n' "$interpreter" >"$bindir/python"
+chmod +x "$bindir/python"
 echo "setup-env: python is $interpreter ($("$interpreter" --version 2>&1))" >&2
 echo "$bindir"
