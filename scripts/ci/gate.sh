@@ -34,6 +34,7 @@ summary=${GITHUB_STEP_SUMMARY:-$outdir/gate.md}
 # The base's scripts/_env.sh and harness: a head that rewrites gemmbench/ or thresholds.toml
 # changes nothing here. Running from $judge puts its gemmbench first on sys.path for -m.
 cd "$judge"
+# shellcheck source=scripts/_env.sh
 source scripts/_env.sh
 cd "$judge"
 rc=0

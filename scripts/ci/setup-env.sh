@@ -3,6 +3,7 @@
 # a workflow step to append to $GITHUB_PATH. GEMM_PYTHON from the runner's environment is used as
 # it is; otherwise .venv is made and filled from the package index. Usage: setup-env.sh [BINDIR]
 set -euo pipefail
+# shellcheck source=scripts/_env.sh
 source "$(dirname "$0")/../_env.sh"
 bindir=${1:-${RUNNER_TEMP:-${TMPDIR:-/tmp}}/gemm-python}
 interpreter=$(command -v "$PY") || { echo "setup-env: $PY is not an interpreter on PATH" >&2; exit 2; }
