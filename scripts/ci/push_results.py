@@ -326,21 +326,29 @@ def main(argv: list[str]) -> int:
     token = os.environ.get("GH_TOKEN") or None
     for name in SECRETS:
         os.environ.pop(name, None)  # nothing started from here inherits it
-    output(pushed="false")
     try:
         machines = machines_from(opts.runners)
         files, index = collect(opts.downloads, machines)
         if not files:
             print("::warning title=Nothing pushed::no machine produced results; nothing pushed")
+            output(pushed="false")
             return 0
         validate(files, index, opts.python)
         push(opts.repo.resolve(), files, index, opts.sha, token, opts.retry_delay)
     except Refused as exc:
         print(f"::error title=Results refused::{exc}; nothing pushed")
+        output(pushed="false")
         return 1
     except subprocess.CalledProcessError as exc:
         detail = (exc.stderr or "").strip().splitlines()[-1:] or ["no message"]
         print(f"::error title=git failed::git {exc.cmd[3]} exited {exc.returncode}: {detail[0]}")
+        output(pushed="false")
+        return 1
+    except OSError as exc:
+        print(
+            f"::error title=Results refused::{exc.filename or ''}: {exc.strerror}; nothing pushed"
+        )
+        output(pushed="false")
         return 1
     output(pushed="true", machines=",".join(sorted(files)))
     return 0
