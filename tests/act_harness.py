@@ -57,14 +57,24 @@ def git(cwd: Path, *args: str) -> str:
     ).stdout.strip()
 
 
+SKIP_DIRS = {".git", ".venv", ".whl", ".asv", "__pycache__", ".pytest_cache", ".ruff_cache"}
+
+
 def tracked_files(source: Path) -> list[str]:
-    """The working tree as CI would see it: tracked and untracked-but-not-ignored files."""
-    out = subprocess.run(
+    """The working tree as CI would see it: tracked and untracked-but-not-ignored files (every
+    file but build and cache folders where SOURCE is no git repository, e.g. a copied tree)."""
+    proc = subprocess.run(
         ["git", "-C", str(source), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-        check=True,
         capture_output=True,
-    ).stdout
-    return [name for name in out.decode().split("\0") if name and (source / name).is_file()]
+    )
+    if proc.returncode == 0:
+        names = proc.stdout.decode().split("\0")
+        return [name for name in names if name and (source / name).is_file()]
+    found = []
+    for folder, dirs, files in os.walk(source):
+        dirs[:] = [d for d in dirs if d not in SKIP_DIRS and not d.endswith(".egg-info")]
+        found += [str(Path(folder, f).relative_to(source)) for f in files]
+    return found
 
 
 @dataclass
