@@ -7,11 +7,12 @@ from collections.abc import Mapping
 
 import numpy
 
+from . import dispatch
 from ._loader import get_kernel
-from .variants import get_variant
+from .variants import MAX_GRID_Y, MAX_GRID_Z, VARIANTS, get_variant
 
 _INT32_MAX = 2**31 - 1
-_GRID_Y_MAX = 65535  # CUDA's limit on gridDim.y; gridDim.x may reach 2^31 - 1
+_SUM_THREADS = 256  # block of split-K's second pass: a plain elementwise sum
 
 
 class NoDeviceError(RuntimeError):
@@ -63,28 +64,58 @@ def _check_operand(name: str, x, cupy) -> None:
         )
 
 
-def _grid(variant, config, m: int, n: int) -> tuple[int, int, int]:
+def _grid(variant, config, m: int, n: int, splits: int = 1) -> tuple[int, int, int]:
+    """Tiles of C on x (columns) and y (rows), K-slices on z; ValueError past CUDA's grid limits."""
     tile_m, tile_n = variant.tile(config)
-    grid = (-(-n // tile_n), -(-m // tile_m), 1)
-    if grid[1] > _GRID_Y_MAX:
+    rows = -(-m // tile_m)
+    if variant.row_loop:
+        rows = min(rows, MAX_GRID_Y)  # the kernel steps over the rows the grid does not reach
+    elif rows > MAX_GRID_Y:
         raise ValueError(
-            f"M = {m} needs {grid[1]} row blocks for variant {variant.name!r}, over CUDA's "
-            f"grid limit of {_GRID_Y_MAX}; split A into row blocks of at most "
-            f"{_GRID_Y_MAX * tile_m} rows"
+            f"M = {m} needs {rows} row blocks for variant {variant.name!r}, over CUDA's "
+            f"grid limit of {MAX_GRID_Y}; split A into row blocks of at most "
+            f"{MAX_GRID_Y * tile_m} rows"
         )
-    return grid
+    if splits > MAX_GRID_Z:
+        raise ValueError(f"splits = {splits} is over CUDA's grid limit of {MAX_GRID_Z} on z")
+    return (-(-n // tile_n), rows, splits)
 
 
-def matmul(a, b, variant: str = "coarsened", out=None, config: Mapping[str, int] | None = None):
+def _check_splits(variant, splits) -> None:
+    if splits is None:
+        return
+    if isinstance(splits, bool) or not isinstance(splits, int) or splits < 1:
+        raise ValueError(f"splits must be a positive int, got {splits!r}")
+    if splits > 1 and not variant.split_k:
+        raise ValueError(
+            f"variant {variant.name!r} cannot split K; only "
+            f"{', '.join(v.name for v in VARIANTS.values() if v.split_k)} can "
+            f"(pass splits=1 or leave it out)"
+        )
+
+
+def matmul(
+    a,
+    b,
+    variant: str = "coarsened",
+    out=None,
+    config: Mapping[str, int] | None = None,
+    splits: int | None = None,
+):
     """C = A·B for float32 CuPy matrices A (M×K) and B (K×N), with the named variant.
 
     ``out``, if given, receives C: a C-contiguous float32 M×N CuPy array that overlaps neither
-    input. ``config`` overrides the variant's compile-time constants (see ``gemm.VARIANTS``).
-    Inputs need not be contiguous (a transposed view is copied first). Raises TypeError or
-    ValueError on a bad argument and NoDeviceError without a usable GPU, all before any launch.
+    input. Without ``config``, a variant that dispatches (coarsened) picks its configuration and
+    K-split count for this shape and GPU (``gemm.dispatch``); ``config`` forces the variant's
+    compile-time constants (see ``gemm.VARIANTS``), unsplit unless ``splits`` says otherwise, and
+    ``splits`` forces the number of K-slices (summed in a fixed order, so results repeat bit for
+    bit). Inputs need not be contiguous (a transposed view is copied first). Raises TypeError or
+    ValueError on a bad argument, a configuration that breaks a kernel constraint or a CUDA
+    limit, and NoDeviceError without a usable GPU, all before any launch.
     """
     chosen = get_variant(variant)
     settings = chosen.resolve(config)
+    _check_splits(chosen, splits)
     _require_device()
     import cupy
 
@@ -125,17 +156,34 @@ def matmul(a, b, variant: str = "coarsened", out=None, config: Mapping[str, int]
             )
         return cupy.matmul(a, b, out=out)
 
-    grid = _grid(chosen, settings, m, n)
     if m == 0 or n == 0:
         return out
     if k == 0:
         out.fill(0)  # an empty sum
         return out
+    if config is None and chosen.dispatch:
+        choice = dispatch.choose(chosen, m, n, k, dispatch.current_gpu())
+        settings, count = choice.config, choice.splits if splits is None else splits
+    else:
+        count = splits or 1
+    count = dispatch.effective_splits(chosen, settings, k, count)
+    grid = _grid(chosen, settings, m, n, count)
     # The kernels index rows directly, so strided views are made contiguous first.
     a = cupy.ascontiguousarray(a)
     b = cupy.ascontiguousarray(b)
+    dims = (numpy.int32(m), numpy.int32(n), numpy.int32(k))
     kernel = get_kernel(chosen, settings)
-    kernel(
-        grid, chosen.threads(settings), (a, b, out, numpy.int32(m), numpy.int32(n), numpy.int32(k))
+    if count == 1:
+        kernel(grid, chosen.threads(settings), (a, b, out, *dims))
+        return out
+    # Split-K: each slice's partial C into the workspace, then one pass adds them in order.
+    workspace = cupy.empty((count, m, n), dtype=cupy.float32)
+    kernel(grid, chosen.threads(settings), (a, b, workspace, *dims))
+    total = m * n
+    sum_blocks = min(-(-total // _SUM_THREADS), dispatch.current_gpu().sm_count * 16)
+    get_kernel(chosen, settings, chosen.sum_kernel_name)(
+        (sum_blocks, 1, 1),
+        (_SUM_THREADS, 1, 1),
+        (workspace, out, numpy.int64(total), numpy.int32(count)),
     )
     return out

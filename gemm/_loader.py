@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import functools
+import re
 from pathlib import Path
 
-from .variants import Config, Variant
+from .variants import Config, Variant, config_name
 
 KERNEL_DIR = Path(__file__).parent / "kernels"
 
 # Kernels are compiled for the device they run on; CuPy adds the -arch flag itself.
 BASE_OPTIONS = ("--std=c++17",)
+
+# NVRTC's words for a failed static_assert and an #error directive, with the kernel's own message.
+_STATIC_ASSERT = re.compile(r'static assertion failed with "([^"]*)"')
+_ERROR_DIRECTIVE = re.compile(r"#error directive: \"?([^\"\n]*)")
 
 _modules: dict[tuple[int, str, tuple[str, ...]], object] = {}
 
@@ -25,8 +30,19 @@ def compile_options(config: Config) -> tuple[str, ...]:
     return BASE_OPTIONS + tuple(f"-D{key}={value}" for key, value in sorted(config.items()))
 
 
-def get_kernel(variant: Variant, config: Config):
-    """The compiled ``cupy.RawKernel`` of ``variant`` for the current device, built on first use."""
+def configuration_error(variant: Variant, config: Config, log: str) -> ValueError | None:
+    """A one-line ValueError for a compiler log that failed on a static_assert or an #error; else None."""
+    reasons = _STATIC_ASSERT.findall(log) or _ERROR_DIRECTIVE.findall(log)
+    if not reasons:
+        return None
+    return ValueError(
+        f"{variant.name} configuration {config_name(config)} does not compile: "
+        f"{'; '.join(dict.fromkeys(r.strip() for r in reasons))} (gemm/kernels/{variant.source})"
+    )
+
+
+def get_kernel(variant: Variant, config: Config, name: str | None = None):
+    """The compiled ``cupy.RawKernel`` ``name`` (default the variant's entry point) for the current device."""
     import cupy
 
     options = compile_options(config)
@@ -34,5 +50,12 @@ def get_kernel(variant: Variant, config: Config):
     module = _modules.get(key)
     if module is None:
         module = cupy.RawModule(code=read_source(variant.source), options=options)
+        try:
+            module.compile()
+        except cupy.cuda.compiler.CompileException as exc:
+            error = configuration_error(variant, config, str(exc))
+            if error is None:
+                raise
+            raise error from None
         _modules[key] = module
-    return module.get_function(variant.kernel_name)
+    return module.get_function(name or variant.kernel_name)

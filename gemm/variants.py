@@ -8,9 +8,29 @@ from types import MappingProxyType
 
 Config = Mapping[str, int]
 
+# CUDA's limits on a launch (the same for every GPU this package targets, sm_60 to sm_90): threads
+# a block, each block dimension, the grid's y and z extents, and static shared memory a block.
+MAX_THREADS_PER_BLOCK = 1024
+MAX_BLOCK_DIMS = (1024, 1024, 64)
+MAX_GRID_Y = MAX_GRID_Z = 65535
+MAX_STATIC_SHARED_BYTES = 48 * 1024
+
 
 def _frozen(config: dict[str, int]) -> Config:
     return MappingProxyType(dict(config))
+
+
+def config_name(config: Config) -> str:
+    """A configuration's name in tables and test ids: its constants in order, e.g. ``TILE32``."""
+    return "-".join(f"{key}{value}" for key, value in config.items())
+
+
+@dataclass(frozen=True)
+class Constraint:
+    """One condition a configuration must meet; ``message`` is the kernel's static_assert text."""
+
+    message: str
+    holds: Callable[[Config], bool]
 
 
 @dataclass(frozen=True)
@@ -20,7 +40,13 @@ class Variant:
     ``config`` holds the compile-time constants (passed to the kernel as ``-D`` macros), and
     ``configs`` every configuration the tests compile and check, the default first. ``threads``
     gives the block shape and ``tile`` the (rows, columns) of C one block computes, both from a
-    configuration, so the grid is ceil(N / tile columns) × ceil(M / tile rows).
+    configuration, so the grid is ceil(N / tile columns) × ceil(M / tile rows). ``constraints``
+    mirror the kernel's static_asserts, and ``shared_bytes`` its static shared memory, so a bad
+    configuration is refused in Python before anything compiles. ``row_loop``: the kernel steps
+    over rows, so the grid's y extent may stop at CUDA's limit. ``split_k``: the kernel splits K
+    over gridDim.z into a workspace that its ``sum_kernel_name`` kernel adds up. ``dispatch``: with no explicit
+    configuration, ``gemm.dispatch`` picks one (and a split count) per shape and GPU;
+    ``table_only`` marks configurations only a measured tuning table may pick.
     """
 
     name: str
@@ -29,6 +55,12 @@ class Variant:
     configs: tuple[Config, ...] = ()
     threads: Callable[[Config], tuple[int, int, int]] | None = None
     tile: Callable[[Config], tuple[int, int]] | None = None
+    constraints: tuple[Constraint, ...] = ()
+    shared_bytes: Callable[[Config], int] = field(default=lambda c: 0, compare=False)
+    row_loop: bool = False
+    split_k: bool = False
+    dispatch: bool = False
+    table_only: Callable[[Config], bool] = field(default=lambda c: False, compare=False)
     notes: str = field(default="", compare=False)
 
     @property
@@ -44,8 +76,41 @@ class Variant:
     def is_library(self) -> bool:
         return self.source is None
 
+    @property
+    def sum_kernel_name(self) -> str:
+        """The second pass of split-K, in the same source file."""
+        return f"gemm_{self.name}_sum_splits"
+
+    def check(self, config: Config) -> None:
+        """ValueError naming the first broken constraint: a static_assert or a CUDA launch limit."""
+        described = f"{self.name} configuration {config_name(config)}"
+        for constraint in self.constraints:
+            if not constraint.holds(config):
+                raise ValueError(
+                    f"{described} breaks a kernel constraint: {constraint.message}; "
+                    f"see the static_asserts in gemm/kernels/{self.source}"
+                )
+        block = self.threads(config)
+        count = block[0] * block[1] * block[2]
+        if count > MAX_THREADS_PER_BLOCK:
+            raise ValueError(
+                f"{described} needs {count} threads a block, over CUDA's limit of "
+                f"{MAX_THREADS_PER_BLOCK}; choose a smaller block"
+            )
+        if any(d > limit for d, limit in zip(block, MAX_BLOCK_DIMS, strict=True)):
+            raise ValueError(
+                f"{described} has a {block[0]}×{block[1]}×{block[2]} block, over CUDA's "
+                f"per-dimension limits {MAX_BLOCK_DIMS}"
+            )
+        shared = self.shared_bytes(config)
+        if shared > MAX_STATIC_SHARED_BYTES:
+            raise ValueError(
+                f"{described} needs {shared} bytes of shared memory a block, over the "
+                f"{MAX_STATIC_SHARED_BYTES} bytes of static shared memory; choose smaller tiles"
+            )
+
     def resolve(self, overrides: Mapping[str, int] | None = None) -> Config:
-        """The default configuration with ``overrides`` applied; unknown keys raise ValueError."""
+        """The default configuration with ``overrides`` applied; ValueError if it is unknown or breaks a constraint."""
         if not overrides:
             return self.config
         unknown = sorted(set(overrides) - set(self.config))
@@ -59,15 +124,63 @@ class Variant:
                 raise ValueError(
                     f"{self.name} constant {key} must be a positive int, got {value!r}"
                 )
-        return _frozen({**self.config, **overrides})
+        config = _frozen({**self.config, **overrides})
+        self.check(config)
+        return config
 
 
 def _coarsened_threads(c: Config) -> tuple[int, int, int]:
     return ((c["BM"] // c["TM"]) * (c["BN"] // c["TN"]), 1, 1)
 
 
-def _coarsened(bm: int, bn: int, bk: int, tm: int, tn: int, min_blocks: int) -> Config:
-    return _frozen({"BM": bm, "BN": bn, "BK": bk, "TM": tm, "TN": tn, "MIN_BLOCKS": min_blocks})
+def _coarsened_thread_count(c: Config) -> int:
+    return _coarsened_threads(c)[0]
+
+
+# The static_asserts of 03_coarsened.cu, in its order and words.
+_COARSENED_CONSTRAINTS = (
+    Constraint(
+        "a thread's outputs come in groups of four (float4)",
+        lambda c: c["TM"] % 4 == 0 and c["TN"] % 4 == 0,
+    ),
+    Constraint(
+        "the block tile splits evenly into thread tiles",
+        lambda c: c["BM"] % c["TM"] == 0 and c["BN"] % c["TN"] == 0,
+    ),
+    Constraint("tiles are loaded as float4", lambda c: c["BK"] % 4 == 0 and c["BN"] % 4 == 0),
+    Constraint(
+        "the A tile splits evenly over the threads",
+        lambda c: (c["BM"] * c["BK"]) % (4 * _coarsened_thread_count(c)) == 0,
+    ),
+    Constraint(
+        "the B tile splits evenly over the threads",
+        lambda c: (c["BK"] * c["BN"]) % (4 * _coarsened_thread_count(c)) == 0,
+    ),
+)
+
+_FLOAT = 4  # bytes
+_AS_PAD = 4  # 03_coarsened.cu's AS_PAD: row padding of the transposed A tile
+
+
+def _coarsened_shared_bytes(c: Config) -> int:
+    """Two buffers each of the transposed, padded A tile and the B tile."""
+    return 2 * c["BK"] * (c["BM"] + _AS_PAD + c["BN"]) * _FLOAT
+
+
+def _coarsened(
+    bm: int, bn: int, bk: int, tm: int, tn: int, min_blocks: int, async_copy: int = 0
+) -> Config:
+    return _frozen(
+        {
+            "BM": bm,
+            "BN": bn,
+            "BK": bk,
+            "TM": tm,
+            "TN": tn,
+            "MIN_BLOCKS": min_blocks,
+            "ASYNC_COPY": async_copy,
+        }
+    )
 
 
 VARIANTS: Mapping[str, Variant] = MappingProxyType(
@@ -79,6 +192,7 @@ VARIANTS: Mapping[str, Variant] = MappingProxyType(
             configs=(_frozen({"BLOCK_X": 16, "BLOCK_Y": 16}),),
             threads=lambda c: (c["BLOCK_X"], c["BLOCK_Y"], 1),
             tile=lambda c: (c["BLOCK_Y"], c["BLOCK_X"]),
+            row_loop=True,
         ),
         "tiled": Variant(
             name="tiled",
@@ -87,6 +201,7 @@ VARIANTS: Mapping[str, Variant] = MappingProxyType(
             configs=(_frozen({"TILE": 32}), _frozen({"TILE": 16})),
             threads=lambda c: (c["TILE"], c["TILE"], 1),
             tile=lambda c: (c["TILE"], c["TILE"]),
+            shared_bytes=lambda c: 2 * c["TILE"] * c["TILE"] * _FLOAT,
         ),
         "coarsened": Variant(
             name="coarsened",
@@ -99,9 +214,22 @@ VARIANTS: Mapping[str, Variant] = MappingProxyType(
                 _coarsened(128, 64, 8, 8, 8, 2),
                 _coarsened(64, 128, 8, 8, 8, 2),
                 _coarsened(64, 64, 16, 4, 4, 2),
+                # Smaller tiles for shapes whose grid of 128×128 tiles would not fill the GPU.
+                _coarsened(128, 64, 16, 8, 8, 3),
+                _coarsened(64, 64, 16, 8, 8, 6),
+                # Unmeasured speed ideas for large shapes: cp.async copies global -> shared with
+                # no staging registers, which leaves room for two blocks a multiprocessor. Only
+                # the measured tuning table may pick them (table_only), never the heuristic.
+                _coarsened(128, 128, 16, 8, 8, 1, async_copy=1),
+                _coarsened(128, 128, 8, 8, 8, 2, async_copy=1),
             ),
+            table_only=lambda c: c["ASYNC_COPY"] == 1,
             threads=_coarsened_threads,
             tile=lambda c: (c["BM"], c["BN"]),
+            constraints=_COARSENED_CONSTRAINTS,
+            shared_bytes=_coarsened_shared_bytes,
+            split_k=True,
+            dispatch=True,
         ),
         "cublas": Variant(
             name="cublas",

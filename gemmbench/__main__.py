@@ -24,6 +24,7 @@ COMMANDS = {
         "gemmbench.calibrate",
         "run A/A gates on this GPU and write its gate tolerance into thresholds.toml",
     ),
+    "tune": ("gemmbench.tune", "time gemm's dispatch candidates on this GPU, write its table"),
 }
 
 

@@ -104,12 +104,15 @@ class Prepared:
         return timing.gemm_flops(self.m, self.n, self.k)
 
 
-def prepare(variant: str, m: int, n: int, k: int, *, raise_if_wrong: bool = True) -> Prepared:
+def prepare(
+    variant: str, m: int, n: int, k: int, *, raise_if_wrong: bool = True, **options
+) -> Prepared:
     """Compile ``variant``, check it once against the reference, and return its launch.
 
     Raises :class:`WrongResult` (naming the variant, the shape, the error and the bound) when the
     check fails, so a kernel that is fast because it is wrong is never timed. With
     ``raise_if_wrong=False`` the caller gets the error and the bound and must not time it.
+    ``options`` go to ``gemm.matmul`` as they are (e.g. ``config=``, ``splits=`` for tuning).
     """
     import cupy
 
@@ -117,7 +120,7 @@ def prepare(variant: str, m: int, n: int, k: int, *, raise_if_wrong: bool = True
 
     a, b = inputs(m, n, k)
     out = cupy.full((m, n), cupy.nan, dtype=cupy.float32)  # poison: unwritten elements stay NaN
-    matmul(a, b, variant=variant, out=out)  # the first call compiles
+    matmul(a, b, variant=variant, out=out, **options)  # the first call compiles
     bound = error_bound(k)
     error = relative_error(out, m, n, k)
     if raise_if_wrong and not error <= bound:  # a NaN fails this comparison too
@@ -126,7 +129,7 @@ def prepare(variant: str, m: int, n: int, k: int, *, raise_if_wrong: bool = True
             f"(relative Frobenius; bound 8·√K·2⁻²⁴ = {bound:.2e}); a wrong result is not timed"
         )
     cupy.cuda.get_current_stream().synchronize()
-    launch = functools.partial(matmul, a, b, variant=variant, out=out)
+    launch = functools.partial(matmul, a, b, variant=variant, out=out, **options)
     return Prepared(variant, m, n, k, launch, error, bound)
 
 

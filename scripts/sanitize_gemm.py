@@ -13,17 +13,14 @@ import argparse
 import sys
 from pathlib import Path
 
-import cupy
-import numpy
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from gemm import VARIANTS, matmul  # noqa: E402
-from gemm._loader import compile_options, read_source  # noqa: E402
+from gemm import VARIANTS  # noqa: E402
+from gemm.dispatch_table import TABLES  # noqa: E402
 
-# Each allocation its own cudaMalloc: with CuPy's pool on, an access past the end of an array
-# usually lands inside the pool's larger chunk and memcheck cannot see it.
-cupy.cuda.set_allocator(None)
+# K-split counts run for every configuration of a split-K variant, besides 1 and the tuning
+# table's own: an even and an odd count (the odd one leaves a short last slice on most shapes).
+SPLITS = (2, 3)
 
 SHAPES = [
     (1, 1, 1),
@@ -42,22 +39,51 @@ SHAPES = [
 ]
 
 
+def launch_plan() -> list[tuple[str, dict | None, int | None]]:
+    """(variant, configuration, splits) for every launch per shape: each registered configuration,
+    split-K ones also split (SPLITS and every count the tuning table names), and each dispatching
+    variant left to choose for itself, so every configuration the dispatch can pick is covered."""
+    plan: list[tuple[str, dict | None, int | None]] = []
+    for variant in VARIANTS.values():
+        if variant.is_library:
+            plan.append((variant.name, None, None))
+            continue
+        tabled = {
+            split
+            for entry in TABLES.values()
+            for _config, split in entry.get(variant.name, {}).values()
+        }
+        counts = sorted({1, *SPLITS, *tabled}) if variant.split_k else [1]
+        plan += [(variant.name, dict(c), s) for c in variant.configs for s in counts]
+        if variant.dispatch:
+            plan.append((variant.name, None, None))
+    return plan
+
+
 def run_all() -> None:
+    import cupy
+
+    from gemm import matmul
+
     rng = cupy.random.default_rng(7)
+    plan = launch_plan()
     for m, n, k in SHAPES:
         a = rng.standard_normal((m, k), dtype=cupy.float32)
         b = rng.standard_normal((k, n), dtype=cupy.float32)
-        for variant in VARIANTS.values():
-            for config in variant.configs or [None]:
-                matmul(
-                    a, b, variant=variant.name, out=cupy.empty((m, n), cupy.float32), config=config
-                )
+        for name, config, splits in plan:
+            out = cupy.empty((m, n), cupy.float32)
+            matmul(a, b, variant=name, out=out, config=config, splits=splits)
         cupy.cuda.Device().synchronize()
-        print(f"ran {m}x{n}x{k} on every variant and configuration", flush=True)
+        print(f"ran {m}x{n}x{k}: {len(plan)} launches (every configuration and split)", flush=True)
 
 
 def plant_out_of_bounds() -> None:
     """The naive kernel told C has one more row than was allocated: it writes past the end."""
+    import cupy
+    import numpy
+
+    from gemm._loader import compile_options, read_source
+
     m = n = k = 33
     variant = VARIANTS["naive"]
     a = cupy.ones((m + 1, k), cupy.float32)  # A is read in bounds; only C is short
@@ -73,6 +99,11 @@ def plant_out_of_bounds() -> None:
 
 def plant_race() -> None:
     """The tiled kernel without its second barrier: the next phase overwrites tiles still being read."""
+    import cupy
+    import numpy
+
+    from gemm._loader import compile_options, read_source
+
     variant = VARIANTS["tiled"]
     source = read_source(variant.source)
     marker = "__syncthreads();  // everyone is done reading"
@@ -96,6 +127,11 @@ def main() -> int:
         "--plant", choices=["out-of-bounds", "race"], help="run a planted bug instead"
     )
     args = parser.parse_args()
+    import cupy
+
+    # Each allocation its own cudaMalloc: with CuPy's pool on, an access past the end of an array
+    # usually lands inside the pool's larger chunk and memcheck cannot see it.
+    cupy.cuda.set_allocator(None)
     {"out-of-bounds": plant_out_of_bounds, "race": plant_race, None: run_all}[args.plant]()
     return 0
 

@@ -52,6 +52,8 @@ def stored_text(text: str, name: str = "0123abcd-existing-py.json") -> tuple[tup
 HISTORY = "python -m gemmbench history"
 CHECK = "python -m gemmbench check-results --results-dir results"
 ASV_CONF = (("asv.conf.json", (REPO_ROOT / "asv.conf.json").read_text()),)
+# gemm.matmul is an API: the snippet prints the exception it raises as its one stderr line.
+MATMUL = "python -c \"import sys, gemm\ntry: gemm.matmul(None, None, {})\nexcept ValueError as e: sys.exit(f'ValueError: {{e}}')\""
 
 # fmt: off
 CASES = [
@@ -76,6 +78,8 @@ CASES = [
     Case("check-results-truncated", f"{CHECK}", 1, "not valid JSON", cwd="scratch", files=stored_text('{"commit_hash": "ab'), lines=2),
     Case("check-results-unknown-machine", f"{CHECK} --machine h100", 1, "no results stored for machine 'h100'", cwd="scratch", files=stored_result()),
     Case("check-results-unknown-option", f"{CHECK} --bogus", 2, "unrecognized arguments: --bogus", cwd="scratch"),
+    Case("matmul-config-static-assert", MATMUL.format("variant='coarsened', config={'TM': 6}"), 1, "breaks a kernel constraint: a thread's outputs come in groups of four (float4)"),
+    Case("matmul-config-over-1024-threads", MATMUL.format("variant='naive', config={'BLOCK_X': 64, 'BLOCK_Y': 32}"), 1, "needs 2048 threads a block, over CUDA's limit of 1024"),
     Case("gemmbench-no-command", "python -m gemmbench", 2, "no command given; name one of gate"),
     Case("gemmbench-unknown-command", "python -m gemmbench gates", 2, "unknown command 'gates'"),
     Case("gate-no-base", "python -m gemmbench gate", 2, "the following arguments are required: --base"),
@@ -189,7 +193,8 @@ def render(observed: dict[str, Observed]) -> str:
         "written `<cwd>`. Regenerate this file with `python tests/test_bad_inputs.py`; a test\n"
         "fails when it differs from what the cases print.\n\n"
         "Exit statuses: 2 a usage or setup error; 1 `check-results` found files asv would skip\n"
-        "or misread.\n\n"
+        "or misread. `matmul-*` rows call the API, `gemm.matmul`, which raises before any GPU\n"
+        "work; their snippet prints the exception as one line and exits 1.\n\n"
         "| case | command | exit | stderr |\n"
         "|---|---|---|---|\n" + "\n".join(rows) + "\n"
     )

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
 import pytest
 
 from gemm import VARIANTS
+from gemm._loader import configuration_error
 from gemmbench.kernel_report import CompileError, compile_report, parse_ptxas_log
 
 if sys.version_info >= (3, 11):
@@ -45,31 +47,95 @@ CASES = [
 ]
 
 
+_ENTRY = re.compile(r"Compiling entry function '(\w+)'")
+
+
+def reports_by_kernel(log: str) -> dict[str, str]:
+    """ptxas's -v log cut into one report per entry function (a module may hold several)."""
+    starts = list(_ENTRY.finditer(log))
+    ends = [m.start() for m in starts[1:]] + [len(log)]
+    return {m.group(1): log[m.start() : end] for m, end in zip(starts, ends, strict=True)}
+
+
 @needs_nvrtc
 @pytest.mark.parametrize(("variant", "config"), CASES)
 def test_within_budget(variant, config):
-    """Compiles for the budget's architecture with no spills, no stack frame, registers in budget."""
-    usage, log = compile_report(variant, config, arch=BUDGETS["arch"])
-    where = f"{variant.source} {dict(config)}: {usage}\n{log}"
-    assert usage.spills <= BUDGETS["max_spill_bytes"], f"spills registers to local memory: {where}"
-    assert usage.stack_frame_bytes <= BUDGETS["max_stack_frame_bytes"], (
-        f"uses a stack frame: {where}"
-    )
-    assert usage.registers <= BUDGETS["max_registers"][variant.name], (
-        f"over the register budget: {where}"
-    )
-    assert usage.shared_bytes <= BUDGETS["max_shared_bytes"], (
-        f"over the shared-memory budget: {where}"
-    )
+    """Every kernel in the module (split-K's sum pass included) meets the budgets: no spills, no stack frame."""
+    _, log = compile_report(variant, config, arch=BUDGETS["arch"])
+    reports = reports_by_kernel(log)
+    expected = {variant.kernel_name} | ({variant.sum_kernel_name} if variant.split_k else set())
+    assert set(reports) == expected, f"entry functions {sorted(reports)}, expected {expected}"
+    for kernel, report in reports.items():
+        usage = parse_ptxas_log(report)
+        where = f"{kernel} of {variant.source} {dict(config)}: {usage}\n{log}"
+        assert usage.spills <= BUDGETS["max_spill_bytes"], f"spills to local memory: {where}"
+        assert usage.stack_frame_bytes <= BUDGETS["max_stack_frame_bytes"], (
+            f"uses a stack frame: {where}"
+        )
+        assert usage.registers <= BUDGETS["max_registers"][kernel.removeprefix("gemm_")], (
+            f"over the register budget: {where}"
+        )
+        assert usage.shared_bytes <= BUDGETS["max_shared_bytes"], (
+            f"over the shared-memory budget: {where}"
+        )
+        if kernel == variant.kernel_name:
+            assert usage.shared_bytes == variant.shared_bytes(config), (
+                f"the registry's shared-memory figure is not what ptxas reports: {where}"
+            )
+
+
+# Configurations that break a static_assert, each with the message both NVRTC and Python give.
+BAD_CONFIGS = [
+    pytest.param(
+        "coarsened",
+        {"BM": 64, "BN": 64, "BK": 8, "TM": 4, "TN": 4},
+        "the A tile splits evenly over the threads",
+        id="coarsened-A-tile",
+    ),
+    pytest.param(
+        "coarsened", {"TM": 6}, "a thread's outputs come in groups of four", id="coarsened-TM6"
+    ),
+    pytest.param("coarsened", {"BM": 100}, "the block tile splits evenly", id="coarsened-BM100"),
+    pytest.param("coarsened", {"BK": 6}, "tiles are loaded as float4", id="coarsened-BK6"),
+]
 
 
 @needs_nvrtc
-def test_bad_configuration_fails_to_compile():
-    """A configuration that breaks a kernel's static_asserts is rejected with the compiler's reason."""
-    coarsened = VARIANTS["coarsened"]
-    bad = coarsened.resolve({"BM": 64, "BN": 64, "BK": 8, "TM": 4, "TN": 4})
-    with pytest.raises(CompileError, match="splits evenly"):
-        compile_report(coarsened, bad)
+@pytest.mark.parametrize(("name", "overrides", "message"), BAD_CONFIGS)
+def test_bad_configuration_refused_alike(name, overrides, message):
+    """A static_assert-breaking configuration: NVRTC fails on it, gemm turns that log into a one-line
+    ValueError, and the registry's Python check refuses it first with the same words."""
+    variant = VARIANTS[name]
+    bad = {**variant.config, **overrides}
+    with pytest.raises(CompileError, match=message) as failed:
+        compile_report(variant, bad, arch=BUDGETS["arch"])
+    translated = configuration_error(variant, bad, str(failed.value))
+    assert isinstance(translated, ValueError) and message in str(translated)
+    assert "\n" not in str(translated)
+    with pytest.raises(ValueError, match=f"breaks a kernel constraint: {message}"):
+        variant.resolve(overrides)
+
+
+def test_unrelated_compile_error_not_translated():
+    """A log without a static_assert or #error is left to CuPy's own exception."""
+    assert configuration_error(VARIANTS["tiled"], VARIANTS["tiled"].config, "error: oops") is None
+
+
+MISSING_CONSTANT_CASES = [
+    pytest.param(v, key, id=f"{v.name}-{key}")
+    for v in VARIANTS.values()
+    if not v.is_library
+    for key in v.config
+]
+
+
+@needs_nvrtc
+@pytest.mark.parametrize(("variant", "missing"), MISSING_CONSTANT_CASES)
+def test_missing_constant_fails_to_compile(variant, missing):
+    """A source compiled without one registry constant stops at an #error naming it (no default)."""
+    partial = {key: value for key, value in variant.config.items() if key != missing}
+    with pytest.raises(CompileError, match=f"{missing} is not defined"):
+        compile_report(variant, partial, arch=BUDGETS["arch"])
 
 
 class TestParsePtxasLog:

@@ -10,6 +10,7 @@ from conftest import gpu_unavailable_reason
 
 import gemm
 from gemm import VARIANTS, matmul
+from gemm.variants import config_name
 
 gpu = pytest.mark.gpu
 
@@ -43,12 +44,35 @@ AWKWARD_SHAPES = [
     (16, 16, 65537),  # K far larger than M and N
 ]
 
-KERNEL_CONFIGS = [
-    pytest.param(v.name, dict(c), id=f"{v.name}-" + "-".join(f"{k}{x}" for k, x in c.items()))
+# K-split counts every split-K configuration is checked with: two, and an odd count whose last
+# slice is shorter than the others on most shapes.
+SPLITS = (2, 3)
+
+# Every registered configuration, unsplit and split; each dispatching variant left to choose for
+# itself (config=None); and the baseline. Parametrized from the registry, so they grow with it.
+KERNEL_CONFIGS = (
+    [
+        pytest.param(
+            v.name, dict(c), s, id=f"{v.name}-{config_name(c)}" + (f"-split{s}" if s > 1 else "")
+        )
+        for v in VARIANTS.values()
+        if not v.is_library
+        for c in v.configs
+        for s in ((1, *SPLITS) if v.split_k else (1,))
+    ]
+    + [
+        pytest.param(v.name, None, None, id=f"{v.name}-dispatch")
+        for v in VARIANTS.values()
+        if v.dispatch
+    ]
+    + [pytest.param("cublas", None, None, id="cublas")]
+)
+SPLIT_CONFIGS = [
+    pytest.param(v.name, dict(c), id=f"{v.name}-{config_name(c)}")
     for v in VARIANTS.values()
-    if not v.is_library
+    if v.split_k
     for c in v.configs
-] + [pytest.param("cublas", None, id="cublas")]
+]
 
 
 def reference(a, b):
@@ -84,17 +108,64 @@ def check(c, a, b):
 
 
 @gpu
-@pytest.mark.parametrize(("variant", "config"), KERNEL_CONFIGS)
+@pytest.mark.parametrize(("variant", "config", "splits"), KERNEL_CONFIGS)
 @pytest.mark.parametrize("shape", AWKWARD_SHAPES, ids=lambda s: "x".join(map(str, s)))
-def test_awkward_shapes(variant, config, shape, rng):
-    """Every variant and configuration matches float64 on awkward shapes, writing every element."""
+def test_awkward_shapes(variant, config, splits, shape, rng):
+    """Every variant, configuration, split count and the dispatch's own choice match float64 on
+    awkward shapes, writing every element."""
     import cupy
 
     m, n, k = shape
     a = rng.standard_normal((m, k), dtype=cupy.float32)
     b = rng.standard_normal((k, n), dtype=cupy.float32)
     c = poisoned(m, n)
-    assert matmul(a, b, variant=variant, out=c, config=config) is c
+    assert matmul(a, b, variant=variant, out=c, config=config, splits=splits) is c
+    check(c, a, b)
+
+
+@gpu
+@pytest.mark.parametrize(("variant", "config"), SPLIT_CONFIGS)
+def test_split_k_repeatable(variant, config, rng):
+    """Split-K sums its slices in a fixed order: two runs agree bit for bit, and each is right."""
+    import cupy
+
+    a = rng.standard_normal((97, 4099), dtype=cupy.float32)
+    b = rng.standard_normal((4099, 131), dtype=cupy.float32)
+    first = matmul(a, b, variant=variant, config=config, splits=5, out=poisoned(97, 131))
+    second = matmul(a, b, variant=variant, config=config, splits=5, out=poisoned(97, 131))
+    assert bool((first == second).all())
+    check(first, a, b)
+
+
+@gpu
+@pytest.mark.parametrize(
+    "shape", [(1024, 1024, 16384), (16384, 64, 4096), (1024, 1024, 1024), (2049, 2049, 2049)]
+)
+def test_dispatch_on_asv_shapes(shape, rng):
+    """What the dispatch picks on this GPU for the asv suite's small and lopsided shapes is right
+    and repeatable (the table's choice where it has one, else the heuristic's)."""
+    import cupy
+
+    from gemm import dispatch
+
+    m, n, k = shape
+    choice = dispatch.choose(VARIANTS["coarsened"], m, n, k, dispatch.current_gpu())
+    a = rng.standard_normal((m, k), dtype=cupy.float32)
+    b = rng.standard_normal((k, n), dtype=cupy.float32)
+    first = matmul(a, b, out=poisoned(m, n))
+    check(first, a, b)
+    assert bool((first == matmul(a, b, out=poisoned(m, n))).all()), f"not repeatable: {choice}"
+
+
+@gpu
+def test_naive_any_m(rng):
+    """naive is right past 65535 row blocks (M > 1,048,560): the kernel loops over grid rows."""
+    import cupy
+
+    m, n, k = 1_100_000, 4, 4
+    a = rng.standard_normal((m, k), dtype=cupy.float32)
+    b = rng.standard_normal((k, n), dtype=cupy.float32)
+    c = matmul(a, b, variant="naive", out=poisoned(m, n))
     check(c, a, b)
 
 

@@ -22,11 +22,12 @@ class TestRegistry:
         assert re.search(rf"\b{variant.kernel_name}\s*\(", text)
 
     @pytest.mark.parametrize("variant", [v for v in VARIANTS.values() if not v.is_library], ids=str)
-    def test_constants_have_source_defaults(self, variant):
-        """Every compile-time constant the registry passes is a macro the source defines."""
+    def test_constants_only_in_registry(self, variant):
+        """Every registry constant is required by the source (#error when missing), never re-defaulted."""
         text = (KERNEL_DIR / variant.source).read_text()
         for key in variant.config:
-            assert re.search(rf"#ifndef {key}\b", text), key
+            assert re.search(rf"#ifndef {key}\n#error \"{key} is not defined", text), key
+            assert not re.search(rf"#define\s+{key}\b", text), f"{variant.source} defines {key}"
 
     def test_order_and_baseline(self):
         """The teaching order comes first and cuBLAS is the one library baseline."""
@@ -55,3 +56,96 @@ class TestRegistry:
             assert 32 <= x * y * z <= 1024
             tile_m, tile_n = variant.tile(config)
             assert (tile_m * tile_n) % (x * y * z) == 0
+
+    @pytest.mark.parametrize("variant", [v for v in VARIANTS.values() if not v.is_library], ids=str)
+    def test_constraints_mirror_static_asserts(self, variant):
+        """Each static_assert of a kernel has a Python twin in the registry, in the same words."""
+        text = (KERNEL_DIR / variant.source).read_text()
+        asserted = re.findall(r'static_assert\(.*?,\s*"([^"]+)"\);', text)
+        assert [c.message for c in variant.constraints] == asserted
+
+    @pytest.mark.parametrize("variant", [v for v in VARIANTS.values() if not v.is_library], ids=str)
+    def test_registered_configs_pass_their_checks(self, variant):
+        """Every registered configuration meets its constraints and CUDA's launch limits."""
+        for config in variant.configs:
+            variant.check(config)
+
+
+class TestConfigurationLimits:
+    """A configuration that could not compile or launch is refused in Python, naming why."""
+
+    @pytest.mark.parametrize(
+        ("name", "overrides", "message"),
+        [
+            (
+                "naive",
+                {"BLOCK_X": 64, "BLOCK_Y": 32},
+                "2048 threads a block, over CUDA's limit of 1024",
+            ),
+            ("tiled", {"TILE": 64}, "4096 threads a block"),
+            (
+                "coarsened",
+                {"BM": 256, "BN": 256, "BK": 64, "TM": 4, "TN": 4},
+                "4096 threads a block",
+            ),
+            (
+                "coarsened",
+                {"BM": 128, "BN": 128, "BK": 32},
+                "66560 bytes of shared memory a block, over the 49152 bytes",
+            ),
+            (
+                "coarsened",
+                {"TN": 6},
+                "breaks a kernel constraint: a thread's outputs come in groups",
+            ),
+        ],
+    )
+    def test_refused_before_compiling(self, name, overrides, message):
+        """Threads over 1024, static shared memory over 48 KiB and static_assert breaks are ValueErrors."""
+        with pytest.raises(ValueError, match=message):
+            VARIANTS[name].resolve(overrides)
+
+    def test_matmul_refuses_before_device(self):
+        """gemm.matmul refuses such a configuration before it looks for a GPU (so also on CPU)."""
+        from gemm import matmul
+
+        with pytest.raises(ValueError, match="over CUDA's limit of 1024"):
+            matmul(None, None, variant="naive", config={"BLOCK_X": 1024, "BLOCK_Y": 2})
+
+    def test_splits_checked_before_device(self):
+        """A split count for a variant that cannot split K, or a non-positive one, is refused."""
+        from gemm import matmul
+
+        with pytest.raises(ValueError, match="'tiled' cannot split K; only coarsened can"):
+            matmul(None, None, variant="tiled", splits=2)
+        with pytest.raises(ValueError, match="splits must be a positive int"):
+            matmul(None, None, variant="coarsened", splits=0)
+
+
+class TestGrid:
+    """Launch geometry from the registry (gemm._api._grid)."""
+
+    def test_naive_loops_over_rows_past_the_grid_limit(self):
+        """naive caps gridDim.y at 65535 and loops over the rest of the rows, so any M works."""
+        from gemm._api import _grid
+
+        naive = VARIANTS["naive"]
+        assert _grid(naive, naive.config, 1_100_000, 4) == (1, 65535, 1)
+        assert _grid(naive, naive.config, 100, 4) == (1, 7, 1)
+
+    def test_tiled_refuses_rows_past_the_grid_limit(self):
+        """A kernel without the row loop names the limit instead of launching a bad grid."""
+        from gemm._api import _grid
+
+        tiled = VARIANTS["tiled"]
+        with pytest.raises(ValueError, match="over CUDA's grid limit of 65535"):
+            _grid(tiled, tiled.config, 65535 * 32 + 1, 4)
+
+    def test_splits_on_z(self):
+        """K-slices go on the grid's z axis, within its limit."""
+        from gemm._api import _grid
+
+        coarsened = VARIANTS["coarsened"]
+        assert _grid(coarsened, coarsened.config, 1024, 1024, 3) == (8, 8, 3)
+        with pytest.raises(ValueError, match="grid limit of 65535 on z"):
+            _grid(coarsened, coarsened.config, 1024, 1024, 70000)

@@ -2,7 +2,7 @@
 // shared memory, so each value read from global memory serves TILE threads instead of one.
 // Block TILE×TILE threads, one per element of a TILE×TILE tile of C; grid ceil(N/TILE) × ceil(M/TILE).
 #ifndef TILE
-#define TILE 32
+#error "TILE is not defined: compile-time constants come from the registry, gemm/variants.py"
 #endif
 
 extern "C" __global__ void __launch_bounds__(TILE * TILE)

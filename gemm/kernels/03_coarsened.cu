@@ -1,25 +1,32 @@
 // C[M×N] = A[M×K]·B[K×N], float32, row-major. Step 3: tiled + coarsened. A block computes a BM×BN
 // tile of C from BK-deep shared-memory tiles; each thread keeps TM×TN outputs in registers, so one
 // value read from shared memory feeds TN (or TM) multiply-adds instead of one.
-// Block (BM/TM)·(BN/TN) threads (1-D); grid ceil(N/BN) × ceil(M/BM).
+// Block (BM/TM)·(BN/TN) threads (1-D); grid ceil(N/BN) × ceil(M/BM) × splits of K (split-K below).
 #ifndef BM
-#define BM 128
+#error "BM is not defined: compile-time constants come from the registry, gemm/variants.py"
 #endif
 #ifndef BN
-#define BN 128
+#error "BN is not defined: compile-time constants come from the registry, gemm/variants.py"
 #endif
 #ifndef BK
-#define BK 16
+#error "BK is not defined: compile-time constants come from the registry, gemm/variants.py"
 #endif
 #ifndef TM
-#define TM 8
+#error "TM is not defined: compile-time constants come from the registry, gemm/variants.py"
 #endif
 #ifndef TN
-#define TN 8
+#error "TN is not defined: compile-time constants come from the registry, gemm/variants.py"
 #endif
 // Blocks per multiprocessor the compiler must leave registers for (__launch_bounds__).
 #ifndef MIN_BLOCKS
-#define MIN_BLOCKS 1
+#error "MIN_BLOCKS is not defined: compile-time constants come from the registry, gemm/variants.py"
+#endif
+// 1: tiles go from global to shared memory by cp.async (sm_80+), without staging in registers.
+#ifndef ASYNC_COPY
+#error "ASYNC_COPY is not defined: compile-time constants come from the registry, gemm/variants.py"
+#endif
+#if ASYNC_COPY && defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+#error "ASYNC_COPY=1 needs sm_80 or later (cp.async)"
 #endif
 
 #define THREADS_X (BN / TN)
@@ -37,10 +44,41 @@ static_assert(BK % 4 == 0 && BN % 4 == 0, "tiles are loaded as float4");
 static_assert((BM * BK) % (4 * THREADS) == 0, "the A tile splits evenly over the threads");
 static_assert((BK * BN) % (4 * THREADS) == 0, "the B tile splits evenly over the threads");
 
+#if ASYNC_COPY
+// Asynchronous copies (cp.async): the copy engine writes shared memory itself, so the next tile
+// needs no registers while it is in flight. A copy whose element lies past an edge reads
+// nothing (source size 0) and writes zeros; its address is then the base pointer, always valid.
+__device__ __forceinline__ void copy_async4(float* dst, const float* src, bool in, const float* base)
+{
+    const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n"
+                 :: "r"(s), "l"(in ? src : base), "r"(in ? 4 : 0));
+}
+__device__ __forceinline__ void copy_async16(float* dst, const float* src, bool in, const float* base)
+{
+    const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
+                 :: "r"(s), "l"(in ? src : base), "r"(in ? 16 : 0));
+}
+#endif
+
 extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
 gemm_coarsened(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,
                int M, int N, int K)
 {
+    // Split-K: when few tiles of C would leave multiprocessors idle, gridDim.z blocks share each
+    // tile, block z taking one BK-aligned slice of K and writing its partial product to slice z of
+    // a workspace C[z][M][N]; gemm_coarsened_sum_splits then adds the slices in a fixed order, so
+    // the result repeats bit for bit (atomics would add in whatever order blocks finish).
+    // With gridDim.z = 1 the slice is all of K and C is the output itself.
+    const int lda = K;  // A's row stride stays the full depth; K becomes this slice's depth
+    const int slice = ((K - 1) / BK / gridDim.z + 1) * BK;
+    const int k_first = blockIdx.z * slice;
+    A += k_first;
+    B += (size_t)k_first * N;
+    C += (size_t)blockIdx.z * M * N;
+    K = min(slice, K - k_first);
+
     // Two buffers: while one is read for this K-step, the next step's tiles are stored in the
     // other, so a single barrier per step suffices.
     __shared__ __align__(16) float As[2][BK][BM + AS_PAD];  // A tile, transposed: k-major
@@ -52,19 +90,51 @@ gemm_coarsened(const float* __restrict__ A, const float* __restrict__ B, float* 
 
     // float4 global accesses need every row start 16-byte aligned; otherwise take the scalar path.
     // The condition is the same for the whole grid, so the branch never diverges.
-    const bool vec = (K % 4 == 0) && (N % 4 == 0) &&
+    const bool vec = (lda % 4 == 0) && (N % 4 == 0) &&
                      ((reinterpret_cast<size_t>(A) | reinterpret_cast<size_t>(B) |
                        reinterpret_cast<size_t>(C)) % 16 == 0);
 
+#if ASYNC_COPY
+    // Start copying the K-step at k0 straight into shared buffer buf; zero past every edge.
+    auto fetch = [&](int k0, int buf) {
+#pragma unroll
+        for (int l = 0; l < A_LOADS; ++l) {
+            const int f = tid + l * THREADS;
+            const int r = f / (BK / 4), k = (f % (BK / 4)) * 4;
+            const bool in = row0 + r < M;
+            const float* p = A + (size_t)(row0 + r) * lda + k0 + k;
+#pragma unroll
+            for (int j = 0; j < 4; ++j)  // one float at a time: the A tile is stored transposed
+                copy_async4(&As[buf][k + j][r], p + j, in && k0 + k + j < K, A);
+        }
+#pragma unroll
+        for (int l = 0; l < B_LOADS; ++l) {
+            const int f = tid + l * THREADS;
+            const int k = f / (BN / 4), c = (f % (BN / 4)) * 4;
+            const bool in = k0 + k < K;
+            const float* p = B + (size_t)(k0 + k) * N + col0 + c;
+            if (vec) {
+                copy_async16(&Bs[buf][k][c], p, in && col0 + c < N, B);
+            } else {
+#pragma unroll
+                for (int j = 0; j < 4; ++j)
+                    copy_async4(&Bs[buf][k][c + j], p + j, in && col0 + c + j < N, B);
+            }
+        }
+        asm volatile("cp.async.commit_group;\n" ::);
+    };
+    // This thread's copies have landed; the barrier after it makes everyone's visible.
+    auto stash = [&](int) { asm volatile("cp.async.wait_all;\n" ::: "memory"); };
+#else
     float4 a_next[A_LOADS], b_next[B_LOADS];
 
     // Fetch the K-step starting at k0 into registers; zero past every edge of A and B.
-    auto fetch = [&](int k0) {
+    auto fetch = [&](int k0, int) {
 #pragma unroll
         for (int l = 0; l < A_LOADS; ++l) {
             const int f = tid + l * THREADS;
             const int r = row0 + f / (BK / 4), k = k0 + (f % (BK / 4)) * 4;
-            const float* p = A + (size_t)r * K + k;
+            const float* p = A + (size_t)r * lda + k;
             if (vec) {
                 a_next[l] = (r < M && k < K) ? *reinterpret_cast<const float4*>(p)
                                              : make_float4(0.f, 0.f, 0.f, 0.f);
@@ -105,6 +175,7 @@ gemm_coarsened(const float* __restrict__ A, const float* __restrict__ B, float* 
             *reinterpret_cast<float4*>(&Bs[buf][f / (BN / 4)][(f % (BN / 4)) * 4]) = b_next[l];
         }
     };
+#endif
 
     // A thread owns rows ty*4 + i + g*4*THREADS_Y and columns tx*4 + j + g*4*THREADS_X: groups of
     // four strided across the tile, so a warp's float4 reads of a B row are contiguous.
@@ -114,14 +185,14 @@ gemm_coarsened(const float* __restrict__ A, const float* __restrict__ B, float* 
 #pragma unroll
         for (int j = 0; j < TN; ++j) acc[i][j] = 0.0f;
 
-    fetch(0);
+    fetch(0, 0);
     stash(0);
     __syncthreads();
 
     int buf = 0;
     for (int k0 = 0; k0 < K; k0 += BK) {
         const bool more = k0 + BK < K;
-        if (more) fetch(k0 + BK);  // global loads in flight while this step computes
+        if (more) fetch(k0 + BK, buf ^ 1);  // global loads in flight while this step computes
 
 #pragma unroll
         for (int k = 0; k < BK; ++k) {
@@ -167,4 +238,17 @@ gemm_coarsened(const float* __restrict__ A, const float* __restrict__ B, float* 
                 }
             }
         }
+}
+
+// Split-K's second pass: C = sum over z of W[z], added in order z = 0, 1, ... for every element.
+extern "C" __global__ void gemm_coarsened_sum_splits(const float* __restrict__ W,
+                                                     float* __restrict__ C, long long count,
+                                                     int splits)
+{
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < count;
+         i += (long long)gridDim.x * blockDim.x) {
+        float sum = W[i];
+        for (int z = 1; z < splits; ++z) sum += W[i + z * count];
+        C[i] = sum;
+    }
 }

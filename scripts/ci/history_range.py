@@ -1,0 +1,71 @@
+"""Chooses the commits main.yml's history job benchmarks, and refuses manual runs off main.
+
+    python scripts/ci/history_range.py --event EVENT --ref REF --after SHA [--before SHA] [--range A..B]
+
+Prints the range for `gemmbench history`, and writes range=... to $GITHUB_OUTPUT when set: the
+manual range if given, else the pushed commits (BEFORE..AFTER) when BEFORE is an ancestor of
+AFTER, else the tip alone (a force-push, a new branch, or a manual run without a range). A manual
+run (workflow_dispatch) from any ref but refs/heads/main exits 1: its results would be stored as
+main's history.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+
+MAIN = "refs/heads/main"
+NULL_SHA = "0" * 40
+# A..B or one revision; git revision syntax without spaces or option-like leading dashes.
+RANGE = re.compile(r"^[\w./@^~{}-]+(\.\.[\w./@^~{}-]+)?$")
+
+
+def is_ancestor(before: str, after: str) -> bool:
+    """Whether BEFORE is an ancestor of AFTER in the repository here (False if either is unknown)."""
+    proc = subprocess.run(
+        ["git", "merge-base", "--is-ancestor", before, after], capture_output=True
+    )
+    return proc.returncode == 0
+
+
+def choose(event: str, ref: str, after: str, before: str = "", manual: str = "") -> str:
+    """The revision range to benchmark; raises ValueError with the reason for a refused run."""
+    if event == "workflow_dispatch" and ref != MAIN:
+        raise ValueError(
+            f"manual runs store results as main's history, so they run only from main, not {ref}; "
+            "start the run from the main branch"
+        )
+    if manual:
+        if manual.startswith("-") or not RANGE.match(manual):
+            raise ValueError(f"range {manual!r} is not A..B or one commit; give e.g. abc123..main")
+        return manual
+    if before and before != NULL_SHA and is_ancestor(before, after):
+        return f"{before}..{after}"
+    return f"{after}~1..{after}"
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python scripts/ci/history_range.py")
+    parser.add_argument("--event", required=True)
+    parser.add_argument("--ref", required=True)
+    parser.add_argument("--after", required=True)
+    parser.add_argument("--before", default="")
+    parser.add_argument("--range", default="", dest="manual")
+    opts = parser.parse_args(argv)
+    try:
+        revrange = choose(opts.event, opts.ref, opts.after, opts.before, opts.manual)
+    except ValueError as exc:
+        print(f"::error title=Run refused::{exc}")
+        return 1
+    print(revrange)
+    if os.environ.get("GITHUB_OUTPUT"):
+        with open(os.environ["GITHUB_OUTPUT"], "a", encoding="utf-8") as out:
+            out.write(f"range={revrange}\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

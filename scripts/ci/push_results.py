@@ -1,0 +1,358 @@
+"""Adds the history jobs' downloaded result artifacts to the asv-results branch, and nothing else.
+
+    python scripts/ci/push_results.py --downloads DIR --repo RESULTS_CHECKOUT --runners JSON \
+        --sha COMMIT [--python PY]
+
+DIR is what download-artifact v8 wrote for `pattern: asv-results-*`: one folder per artifact
+(asv-results-<machine>/) when several matched, the artifact's files straight in DIR when exactly
+one matched. Each artifact may hold only <machine>/ (regular files named *.json, or the
+*-run-log.jsonl sidecars that history writes) and benchmarks.json, for a machine named in the
+runner list JSON. Anything else (a dotfile such as .git/config, a symlink, a name that leaves
+DIR, another machine's folder, an oversize file) refuses the whole push with one line, exit 1.
+Every file is validated with `python -m gemmbench check-results` before it is committed.
+
+Git runs with repository hooks and fsmonitor switched off, and the token from $GH_TOKEN is
+given to `git fetch` and `git push` alone, through the environment (never argv or disk).
+Writes pushed=true|false to $GITHUB_OUTPUT: true when the branch holds these results.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HARNESS = Path(__file__).resolve().parents[2]
+BRANCH = "asv-results"
+PREFIX = "asv-results-"
+MACHINE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+RESULT_FILE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,199}(\.json|-run-log\.jsonl)$")
+INDEX = "benchmarks.json"
+MAX_FILE_BYTES = 8 * 1024 * 1024
+MAX_TOTAL_BYTES = 256 * 1024 * 1024
+ATTEMPTS = 5
+# Settings every git call gets: no repository hooks, no fsmonitor command, no pager or prompt.
+SAFE_GIT = {
+    "core.hooksPath": "/dev/null",
+    "core.fsmonitor": "false",
+    "core.pager": "cat",
+}
+# Never passed to a git call that does not need the network, nor to check-results.
+SECRETS = ("GH_TOKEN", "GITHUB_TOKEN", "ACTIONS_RUNTIME_TOKEN", "ACTIONS_ID_TOKEN_REQUEST_TOKEN")
+
+
+class Refused(Exception):
+    """An artifact holds something the push does not take; the message says what."""
+
+
+def machines_from(runners_json: str) -> list[str]:
+    """Machine names of the runner list (the GPU_HISTORY_RUNNERS JSON form)."""
+    try:
+        runners = json.loads(runners_json)
+    except ValueError as exc:
+        raise Refused(f"the runner list is not JSON ({exc.msg}); fix GPU_HISTORY_RUNNERS") from None
+    names = [r.get("machine") if isinstance(r, dict) else None for r in runners or [None]]
+    for name in names:
+        if not isinstance(name, str) or not MACHINE.match(name) or ".." in name:
+            raise Refused(
+                f"runner list entry machine={name!r} is not a plain folder name "
+                "(letters, digits, . _ -); fix GPU_HISTORY_RUNNERS"
+            )
+    return names
+
+
+def _entries(folder: Path, downloads: Path) -> list[Path]:
+    """A folder's entries, refusing dotfiles, symlinks and anything resolving outside DOWNLOADS."""
+    found = []
+    for path in sorted(folder.iterdir()):
+        shown = path.relative_to(downloads)
+        if path.name.startswith("."):
+            raise Refused(
+                f"{shown}: hidden files are not results (an artifact may hold no dotfiles)"
+            )
+        if path.is_symlink():
+            raise Refused(f"{shown}: symlinks are not results (it points to {os.readlink(path)})")
+        if not path.resolve().is_relative_to(downloads.resolve()):
+            raise Refused(f"{shown}: resolves outside the downloaded artifacts")
+        found.append(path)
+    return found
+
+
+def _artifact(root: Path, downloads: Path, machines: list[str], owner: str | None) -> dict:
+    """Files of one artifact: {machine: {name: path}} and its benchmarks.json, if any."""
+    files: dict[str, dict[str, Path]] = {}
+    index = None
+    label = f"artifact {PREFIX}{owner}" if owner else "the artifact"
+    for entry in _entries(root, downloads):
+        shown = entry.relative_to(downloads)
+        if entry.name == INDEX and entry.is_file():
+            index = entry
+        elif entry.is_dir() and entry.name in machines:
+            if owner is not None and entry.name != owner:
+                raise Refused(f"{shown}: {label} holds results of another machine, {entry.name}")
+            files[entry.name] = {}
+            for path in _entries(entry, downloads):
+                if not path.is_file() or not RESULT_FILE.match(path.name):
+                    raise Refused(
+                        f"{path.relative_to(downloads)}: not a result file name "
+                        "(<name>.json or <commit>-run-log.jsonl)"
+                    )
+                files[entry.name][path.name] = path
+        elif entry.is_dir():
+            raise Refused(
+                f"{shown}: {label} holds a folder for {entry.name!r}, which is not a "
+                f"machine of the runner list ({', '.join(machines)})"
+            )
+        else:
+            raise Refused(f"{shown}: {label} may hold only <machine>/ and {INDEX}")
+    if len(files) > 1:
+        raise Refused(
+            f"{label} holds results of several machines ({', '.join(files)}); "
+            "each history job uploads its own"
+        )
+    return {"files": files, "index": index}
+
+
+def collect(
+    downloads: Path,
+    machines: list[str],
+    max_file: int = MAX_FILE_BYTES,
+    max_total: int = MAX_TOTAL_BYTES,
+) -> tuple[dict[str, dict[str, Path]], Path | None]:
+    """The result files to add, per machine, and one benchmarks.json, from download-artifact's DIR."""
+    if not downloads.is_dir():
+        return {}, None
+    top = _entries(downloads, downloads)
+    artifacts = [e for e in top if e.is_dir() and e.name.startswith(PREFIX)]
+    if artifacts:
+        # Several artifacts matched: one folder each, named after the artifact.
+        parts = []
+        for entry in top:
+            owner = entry.name[len(PREFIX) :]
+            if entry not in artifacts or owner not in machines:
+                raise Refused(
+                    f"{entry.name}: not an artifact {PREFIX}<machine> for a machine of "
+                    f"the runner list ({', '.join(machines)})"
+                )
+            parts.append(_artifact(entry, downloads, machines, owner))
+    else:
+        # Exactly one artifact matched: download-artifact v8 unpacked it straight into DIR.
+        parts = [_artifact(downloads, downloads, machines, None)] if top else []
+    files: dict[str, dict[str, Path]] = {}
+    index = None
+    total = 0
+    for part in parts:
+        for machine, named in part["files"].items():
+            if machine in files:
+                raise Refused(f"two artifacts hold results of {machine}")
+            files[machine] = named
+        index = index or part["index"]
+    for path in [p for named in files.values() for p in named.values()] + [index] * bool(index):
+        size = path.stat().st_size
+        total += size
+        if size > max_file:
+            raise Refused(
+                f"{path.relative_to(downloads)}: {size} bytes, over the limit of "
+                f"{max_file} for one result file"
+            )
+    if total > max_total:
+        raise Refused(f"the artifacts hold {total} bytes, over the limit of {max_total}")
+    return files, index
+
+
+def clean_env(token: str | None = None) -> dict[str, str]:
+    """The environment for a git or check-results call: no secrets, safe git settings, and the
+    token's auth header only when TOKEN is given (for fetch and push)."""
+    env = {
+        k: v for k, v in os.environ.items() if k not in SECRETS and not k.startswith("GIT_CONFIG_")
+    }
+    settings = dict(SAFE_GIT)
+    if token:
+        auth = base64.b64encode(f"x-access-token:{token}".encode()).decode()
+        settings["http.https://github.com/.extraheader"] = f"AUTHORIZATION: basic {auth}"
+    env["GIT_CONFIG_COUNT"] = str(len(settings))
+    for i, (key, value) in enumerate(settings.items()):
+        env[f"GIT_CONFIG_KEY_{i}"] = key
+        env[f"GIT_CONFIG_VALUE_{i}"] = value
+    env["GIT_TERMINAL_PROMPT"] = "0"
+    return env
+
+
+def git(repo: Path, *args: str, token: str | None = None, check: bool = True):
+    """Runs git in REPO with the safe settings (and the token for fetch and push only)."""
+    assert token is None or args[0] in ("fetch", "push"), "the token is for fetch and push only"
+    return subprocess.run(
+        ["git", "-C", str(repo), *args],
+        env=clean_env(token),
+        check=check,
+        capture_output=True,
+        text=True,
+    )
+
+
+def validate(files: dict[str, dict[str, Path]], index: Path | None, python: str) -> None:
+    """Copies the files to a scratch tree and runs check-results on it; raises Refused on a bad one."""
+    with tempfile.TemporaryDirectory(prefix="results-check-") as scratch:
+        tree = Path(scratch)
+        for machine, named in files.items():
+            (tree / machine).mkdir()
+            for name, path in named.items():
+                shutil.copyfile(path, tree / machine / name)
+        if index:
+            shutil.copyfile(index, tree / INDEX)
+        proc = subprocess.run(
+            [python, "-m", "gemmbench", "check-results", "--results-dir", scratch],
+            cwd=HARNESS,
+            env=clean_env(),
+            capture_output=True,
+            text=True,
+        )
+        if proc.returncode != 0:
+            sys.stderr.write(proc.stdout + proc.stderr)
+            last = (proc.stderr.strip().splitlines() or ["no message"])[-1]
+            raise Refused(f"check-results refused the results: {last}")
+
+
+def _write(path: Path, source: Path) -> None:
+    """Writes SOURCE's bytes to PATH as a new regular file, never through a symlink."""
+    if path.is_symlink():
+        path.unlink()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+    with os.fdopen(fd, "wb") as out:
+        out.write(source.read_bytes())
+
+
+def lay(repo: Path, files: dict[str, dict[str, Path]], index: Path | None) -> list[str]:
+    """Writes the files into the checkout; returns the paths to add."""
+    paths = []
+    for machine, named in files.items():
+        folder = repo / machine
+        if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
+            raise Refused(f"{machine} on {BRANCH} is not a folder; fix the branch by hand")
+        folder.mkdir(exist_ok=True)
+        for name, path in named.items():
+            _write(folder / name, path)
+        paths.append(machine)
+    if index:
+        _write(repo / INDEX, index)
+        paths.append(INDEX)
+    return paths
+
+
+def push(
+    repo: Path,
+    files: dict[str, dict[str, Path]],
+    index: Path | None,
+    sha: str,
+    token: str | None,
+    delay: float = 5.0,
+) -> bool:
+    """Commits the files on the branch tip and pushes; on a race, refetches and lays them again."""
+    machines = " ".join(sorted(files))
+    for attempt in range(1, ATTEMPTS + 1):
+        git(
+            repo,
+            "fetch",
+            "--quiet",
+            "origin",
+            f"+refs/heads/{BRANCH}:refs/remotes/origin/{BRANCH}",
+            token=token,
+        )
+        git(repo, "reset", "--quiet", "--hard", f"origin/{BRANCH}")
+        paths = lay(repo, files, index)
+        git(repo, "add", "--", *paths)
+        if git(repo, "diff", "--cached", "--quiet", check=False).returncode == 0:
+            print(f"results of {machines} are already on {BRANCH}")
+            return True
+        git(
+            repo,
+            "-c",
+            "user.name=github-actions[bot]",
+            "-c",
+            "user.email=41898282+github-actions[bot]@users.noreply.github.com",
+            "commit",
+            "--quiet",
+            "--no-verify",
+            "-m",
+            f"Add benchmark results up to {sha[:12]}",
+            "-m",
+            f"Machines: {machines}",
+        )
+        if (
+            git(
+                repo,
+                "push",
+                "--quiet",
+                "origin",
+                f"HEAD:refs/heads/{BRANCH}",
+                token=token,
+                check=False,
+            ).returncode
+            == 0
+        ):
+            print(f"pushed results of {machines} to {BRANCH}")
+            return True
+        print(f"push rejected (attempt {attempt}), retrying on the new tip", flush=True)
+        time.sleep(delay * attempt)
+    raise Refused(f"could not push results to {BRANCH} after {ATTEMPTS} attempts")
+
+
+def output(**values: str) -> None:
+    """Step outputs, when run as a GitHub Actions step."""
+    if os.environ.get("GITHUB_OUTPUT"):
+        with open(os.environ["GITHUB_OUTPUT"], "a", encoding="utf-8") as out:
+            out.writelines(f"{k}={v}\n" for k, v in values.items())
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python scripts/ci/push_results.py")
+    parser.add_argument("--downloads", type=Path, required=True)
+    parser.add_argument(
+        "--repo", type=Path, required=True, help="checkout of the asv-results branch"
+    )
+    parser.add_argument("--runners", required=True, help="the history runner list, as JSON")
+    parser.add_argument("--sha", required=True, help="the commit whose history this is")
+    parser.add_argument("--python", default=sys.executable, help="interpreter for check-results")
+    parser.add_argument("--retry-delay", type=float, default=5.0, help=argparse.SUPPRESS)
+    opts = parser.parse_args(argv)
+    token = os.environ.get("GH_TOKEN") or None
+    for name in SECRETS:
+        os.environ.pop(name, None)  # nothing started from here inherits it
+    try:
+        machines = machines_from(opts.runners)
+        files, index = collect(opts.downloads, machines)
+        if not files:
+            print("::warning title=Nothing pushed::no machine produced results; nothing pushed")
+            output(pushed="false")
+            return 0
+        validate(files, index, opts.python)
+        push(opts.repo.resolve(), files, index, opts.sha, token, opts.retry_delay)
+    except Refused as exc:
+        print(f"::error title=Results refused::{exc}; nothing pushed")
+        output(pushed="false")
+        return 1
+    except subprocess.CalledProcessError as exc:
+        detail = (exc.stderr or "").strip().splitlines()[-1:] or ["no message"]
+        print(f"::error title=git failed::git {exc.cmd[3]} exited {exc.returncode}: {detail[0]}")
+        output(pushed="false")
+        return 1
+    except OSError as exc:
+        print(
+            f"::error title=Results refused::{exc.filename or ''}: {exc.strerror}; nothing pushed"
+        )
+        output(pushed="false")
+        return 1
+    output(pushed="true", machines=",".join(sorted(files)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

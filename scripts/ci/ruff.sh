@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Lint with the ruff that scripts/test.sh installed (or GEMM_PYTHON has).
+set -euo pipefail
+# shellcheck source=scripts/_env.sh
+source "$(dirname "$0")/../_env.sh"
+cd "$repo"
+"$PY" -m ruff check .

@@ -1,0 +1,50 @@
+"""Copies one machine's asv results to a folder for upload-artifact, which skips hidden paths.
+
+    python scripts/ci/stage_results.py --results-dir .asv/results --machine NAME OUT
+
+OUT gets NAME/ (machine.json, result files, run logs) and benchmarks.json, the layout that
+scripts/ci/push_results.py expects in each artifact. Only regular files are copied.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+from pathlib import Path
+
+
+def stage(results_dir: Path, machine: str, out: Path) -> int:
+    """Copies the files; returns how many were staged."""
+    source = results_dir / machine
+    if not source.is_dir():
+        raise FileNotFoundError(f"{source} does not exist: history stored nothing for {machine}")
+    (out / machine).mkdir(parents=True, exist_ok=True)
+    count = 0
+    for path in sorted(source.iterdir()):
+        if path.is_file() and not path.is_symlink() and not path.name.startswith("."):
+            shutil.copyfile(path, out / machine / path.name)
+            count += 1
+    index = results_dir / "benchmarks.json"
+    if index.is_file() and not index.is_symlink():
+        shutil.copyfile(index, out / "benchmarks.json")
+    return count
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python scripts/ci/stage_results.py")
+    parser.add_argument("--results-dir", type=Path, default=Path(".asv/results"))
+    parser.add_argument("--machine", required=True)
+    parser.add_argument("out", type=Path)
+    opts = parser.parse_args(argv)
+    try:
+        count = stage(opts.results_dir, opts.machine, opts.out)
+    except FileNotFoundError as exc:
+        print(f"::error title=Nothing to stage::{exc}")
+        return 1
+    print(f"staged {count} file(s) of {opts.machine} in {opts.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

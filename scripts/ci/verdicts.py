@@ -1,0 +1,121 @@
+"""Runs one GPU-job command and turns its exit code into a GitHub annotation and the step's result.
+
+    python scripts/ci/verdicts.py STEP --machine NAME -- COMMAND [ARG...]
+
+STEP is machine, gpu-suite, gate or history (the commands of pr.yml's and main.yml's GPU jobs).
+The command's exit code is kept, except for history: a commit whose benchmarks failed (exit 1) is
+a fact worth pushing, so history exits 0 here and writes rc=1 to $GITHUB_OUTPUT for a later step
+to fail the job after the results are uploaded.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+INFRA = "infrastructure failure, not a regression"
+IDENTITY = (
+    "{m} is recorded with another GPU, driver, CuPy, MIG or clock setting; give the runner a new "
+    "machine name (docs/runner-setup.md) (exit 3)"
+)
+# step -> exit code -> (level, title, message); {m} is the machine name. Codes not listed get
+# the step's fallback under None.
+MESSAGES: dict[str, dict[int | None, tuple[str, str, str]]] = {
+    "machine": {
+        3: ("error", "Machine identity changed", IDENTITY),
+        4: ("error", "GPU infrastructure failure", f"{INFRA}: no usable GPU on {{m}} (exit 4)"),
+        None: ("error", "Machine registration failed", "gemmbench machine exited {rc} on {m}"),
+    },
+    "gpu-suite": {
+        4: (
+            "error",
+            "GPU infrastructure failure",
+            "infrastructure failure, not a test failure: no usable GPU or compute-sanitizer on "
+            "{m} (exit 4)",
+        ),
+        None: ("error", "GPU suite failed", "GPU tests, sanitizer or report failed on {m}"),
+    },
+    "gate": {
+        1: (
+            "error",
+            "Performance regression",
+            "the head is slower than its base on {m}; see the job summary",
+        ),
+        2: (
+            "error",
+            "Gate usage error",
+            "the gate was called wrongly or its configuration is invalid (exit 2)",
+        ),
+        3: (
+            "warning",
+            "Gate inconclusive",
+            "inconclusive, rerun: the GPU on {m} was throttled or unstable (exit 3)",
+        ),
+        4: (
+            "error",
+            "GPU infrastructure failure",
+            f"{INFRA}: the GPU or driver on {{m}} is broken (exit 4)",
+        ),
+        None: ("error", "Gate crashed", "unexpected exit code {rc} on {m}"),
+    },
+    "history": {
+        1: (
+            "error",
+            "Benchmarks failed",
+            "some commits' benchmarks failed on {m}; their results are still pushed",
+        ),
+        3: (
+            "error",
+            "Machine identity changed",
+            "{m} is recorded with another GPU; nothing pushed",
+        ),
+        4: (
+            "error",
+            "GPU infrastructure failure",
+            f"{INFRA}: the GPU or driver on {{m}} is broken; nothing pushed (exit 4)",
+        ),
+        None: (
+            "error",
+            "History failed",
+            "gemmbench history exited {rc} on {m}; nothing pushed, rerun to resume",
+        ),
+    },
+}
+PASSED = {"gate": "gate passed on {m}"}
+USAGE = (
+    "usage: python scripts/ci/verdicts.py {machine,gpu-suite,gate,history} --machine NAME -- CMD"
+)
+
+
+def verdict(step: str, rc: int, machine: str) -> tuple[str | None, int]:
+    """The line to print for STEP's exit code RC, and the exit code the CI step should end with."""
+    if rc == 0:
+        line = PASSED.get(step)
+        return (line.format(m=machine) if line else None), 0
+    level, title, message = MESSAGES[step].get(rc) or MESSAGES[step][None]
+    line = f"::{level} title={title}::{message.format(m=machine, rc=rc)}"
+    return line, 0 if (step == "history" and rc == 1) else rc
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) < 5 or argv[0] not in MESSAGES or argv[1] != "--machine" or argv[3] != "--":
+        print(USAGE, file=sys.stderr)
+        return 2
+    step, machine, command = argv[0], argv[2], argv[4:]
+    try:
+        rc = subprocess.call(command)
+    except OSError as exc:
+        print(f"::error title={step} could not start::{command[0]}: {exc.strerror}")
+        return 127
+    line, exit_code = verdict(step, rc, machine)
+    if line:
+        print(line, flush=True)
+    if step == "history" and os.environ.get("GITHUB_OUTPUT"):
+        with open(os.environ["GITHUB_OUTPUT"], "a", encoding="utf-8") as out:
+            out.write(f"rc={rc}\n")
+    return exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

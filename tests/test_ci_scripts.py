@@ -1,0 +1,211 @@
+"""The workflow steps' scripts under scripts/ci on fabricated inputs: exit-code verdicts, the
+history range, staging, and the gate judged by the base's harness."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from ci_results import machine_results
+
+ROOT = Path(__file__).resolve().parents[1]
+CI = ROOT / "scripts" / "ci"
+sys.path.insert(0, str(CI))
+
+import history_range  # noqa: E402
+import verdicts  # noqa: E402
+
+
+def run(*args: str, cwd: Path = ROOT, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [*args], cwd=cwd, capture_output=True, text=True, env={**os.environ, **(env or {})},
+        timeout=120,
+    )  # fmt: skip
+
+
+def git(cwd: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-C", str(cwd), "-c", "user.name=t", "-c", "user.email=t@t", *args],
+        check=True, capture_output=True, text=True,
+    ).stdout.strip()  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("step", "rc", "level", "exit_code", "text"),
+    [
+        ("gate", 0, None, 0, "gate passed on m1"),
+        ("gate", 1, "error", 1, "the head is slower than its base on m1"),
+        ("gate", 2, "error", 2, "Gate usage error"),
+        ("gate", 3, "warning", 3, "inconclusive, rerun"),
+        ("gate", 4, "error", 4, "infrastructure failure, not a regression"),
+        ("gate", 9, "error", 9, "unexpected exit code 9"),
+        ("machine", 3, "error", 3, "give the runner a new machine name"),
+        ("machine", 4, "error", 4, "no usable GPU on m1"),
+        ("gpu-suite", 4, "error", 4, "not a test failure"),
+        ("gpu-suite", 1, "error", 1, "GPU suite failed"),
+        ("history", 1, "error", 0, "their results are still pushed"),
+        ("history", 4, "error", 4, "nothing pushed"),
+        ("history", 2, "error", 2, "rerun to resume"),
+    ],
+)
+def test_verdicts(step, rc, level, exit_code, text):
+    """Each exit code gets its annotation; history's failed benchmarks (1) still let results out."""
+    line, code = verdicts.verdict(step, rc, "m1")
+    assert code == exit_code
+    assert text in line
+    if level:
+        assert line.startswith(f"::{level} title=")
+
+
+def test_verdicts_runs_the_command_and_records_history_rc(tmp_path):
+    """The wrapper runs the command, prints the annotation, and writes history's rc output."""
+    out = tmp_path / "out"
+    proc = run(sys.executable, str(CI / "verdicts.py"), "history", "--machine", "m1", "--",
+               sys.executable, "-c", "raise SystemExit(1)", env={"GITHUB_OUTPUT": str(out)})  # fmt: skip
+    assert proc.returncode == 0
+    assert "::error title=Benchmarks failed::" in proc.stdout
+    assert out.read_text() == "rc=1\n"
+    proc = run(sys.executable, str(CI / "verdicts.py"), "gate", "--machine", "m1", "--",
+               sys.executable, "-c", "raise SystemExit(3)")  # fmt: skip
+    assert proc.returncode == 3 and "::warning title=Gate inconclusive::" in proc.stdout
+
+
+def test_verdicts_usage_error():
+    """A wrong call is a usage error (exit 2) with one line saying how to call it."""
+    proc = run(sys.executable, str(CI / "verdicts.py"), "bogus", "--", "true")
+    assert proc.returncode == 2 and proc.stderr.startswith("usage:")
+
+
+@pytest.fixture
+def repo(tmp_path):
+    """A repository with three commits on main; returns (path, [sha1, sha2, sha3])."""
+    path = tmp_path / "repo"
+    path.mkdir()
+    git(path, "init", "-q", "-b", "main")
+    shas = []
+    for i in range(3):
+        (path / "f.txt").write_text(f"{i}\n")
+        git(path, "add", "f.txt")
+        git(path, "commit", "-q", "-m", f"c{i}")
+        shas.append(git(path, "rev-parse", "HEAD"))
+    return path, shas
+
+
+def test_history_range_push(repo, monkeypatch):
+    """A push benchmarks BEFORE..AFTER; a force-push or a new branch (null BEFORE) the tip alone."""
+    path, (a, b, c) = repo
+    monkeypatch.chdir(path)
+    main = "refs/heads/main"
+    assert history_range.choose("push", main, c, a) == f"{a}..{c}"
+    assert history_range.choose("push", main, c, "0" * 40) == f"{c}~1..{c}"
+    assert history_range.choose("push", main, a, c) == f"{a}~1..{a}"  # c is no ancestor of a
+    assert history_range.choose("push", main, c, "f" * 40) == f"{c}~1..{c}"  # unknown BEFORE
+
+
+def test_history_range_manual(repo, monkeypatch, tmp_path):
+    """Manual runs take their range, only from main; other refs and odd ranges are refused."""
+    path, (a, b, c) = repo
+    monkeypatch.chdir(path)
+    assert history_range.choose("workflow_dispatch", "refs/heads/main", c, "", f"{a}..{c}") == (
+        f"{a}..{c}"
+    )
+    assert history_range.choose("workflow_dispatch", "refs/heads/main", c) == f"{c}~1..{c}"
+    with pytest.raises(ValueError, match="run only from main"):
+        history_range.choose("workflow_dispatch", "refs/heads/feature", c)
+    with pytest.raises(ValueError, match="is not A..B"):
+        history_range.choose("workflow_dispatch", "refs/heads/main", c, "", "--upload-pack=x")
+    out = tmp_path / "out"
+    proc = run(sys.executable, str(CI / "history_range.py"), "--event", "workflow_dispatch",
+               "--ref", "refs/heads/x", "--after", c, env={"GITHUB_OUTPUT": str(out)}, cwd=path)  # fmt: skip
+    assert proc.returncode == 1 and proc.stdout.startswith("::error title=Run refused::")
+    assert not out.exists()
+    proc = run(sys.executable, str(CI / "history_range.py"), "--event", "push", "--ref",
+               "refs/heads/main", "--before", a, "--after", c, env={"GITHUB_OUTPUT": str(out)},
+               cwd=path)  # fmt: skip
+    assert proc.returncode == 0 and out.read_text() == f"range={a}..{c}\n"
+
+
+def test_stage_results(tmp_path):
+    """Staging copies <machine>/ and benchmarks.json, leaving out dotfiles and symlinks."""
+    results = tmp_path / "results"
+    machine_results(results, "m1")
+    (results / "benchmarks.json").write_text("{}")
+    (results / "m1" / ".hidden.json").write_text("{}")
+    (results / "m1" / "link.json").symlink_to(results / "benchmarks.json")
+    machine_results(results, "other")
+    out = tmp_path / "out"
+    proc = run(sys.executable, str(CI / "stage_results.py"), "--results-dir", str(results),
+               "--machine", "m1", str(out))  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["benchmarks.json", "m1"]
+    assert len(list((out / "m1").iterdir())) == 3
+    proc = run(sys.executable, str(CI / "stage_results.py"), "--results-dir", str(results),
+               "--machine", "absent", str(tmp_path / "o2"))  # fmt: skip
+    assert proc.returncode == 1 and "history stored nothing for absent" in proc.stdout
+
+
+HARNESS = """import json, os, sys
+json.dump({"harness": %r, "argv": sys.argv[1:], "cwd": os.getcwd()},
+          open(os.environ["GATE_PROBE"], "w"))
+sys.exit(%d)
+"""
+
+
+def test_gate_runs_the_base_harness(tmp_path):
+    """gate.sh runs the merge-base's harness and thresholds: a head whose gemmbench always
+    passes and whose thresholds are loosened is still judged by the base's (here: exit 1)."""
+    path = tmp_path / "repo"
+    (path / "gemmbench").mkdir(parents=True)
+    (path / "scripts").mkdir()
+    git(path, "init", "-q", "-b", "main")
+    # A stand-in harness: the real gate needs a GPU; this one records who ran it and how.
+    (path / "scripts" / "_env.sh").write_text("PY=$GEMM_PYTHON\nexport PY\n")
+    (path / "gemmbench" / "__init__.py").write_text("")
+    (path / "gemmbench" / "__main__.py").write_text(HARNESS % ("base", 1))
+    (path / "thresholds.toml").write_text("# base\n")
+    git(path, "add", ".")
+    git(path, "commit", "-q", "-m", "base")
+    base = git(path, "rev-parse", "HEAD")
+    git(path, "checkout", "-q", "-b", "pr")
+    (path / "gemmbench" / "__main__.py").write_text(HARNESS % ("head", 0))
+    (path / "thresholds.toml").write_text("# head: loosened\n")
+    git(path, "commit", "-q", "-am", "head rewrites the gate")
+    head = git(path, "rev-parse", "HEAD")
+    probe = tmp_path / "probe.json"
+    proc = run("bash", str(CI / "gate.sh"), "main", head, "m1", str(tmp_path / "out"), cwd=path,
+               env={"GEMM_PYTHON": sys.executable, "GATE_PROBE": str(probe),
+                    "GITHUB_STEP_SUMMARY": str(tmp_path / "summary.md")})  # fmt: skip
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "::error title=Performance regression::" in proc.stdout
+    seen = json.loads(probe.read_text())
+    assert seen["harness"] == "base"
+    argv = seen["argv"]
+    assert argv[:1] == ["gate"]
+    assert argv[argv.index("--base") + 1] == base
+    assert argv[argv.index("--head") + 1] == head
+    assert argv[argv.index("--repo") + 1] == str(path)
+    thresholds = Path(argv[argv.index("--thresholds") + 1])
+    assert thresholds.name == "thresholds.toml" and seen["cwd"] == str(thresholds.parent)
+    assert not thresholds.parent.exists(), "the base's worktree is removed afterwards"
+    assert git(path, "worktree", "list").count("\n") == 0
+
+
+def test_gate_usage_error(tmp_path):
+    """gate.sh without its arguments is a usage error (exit 2)."""
+    proc = run("bash", str(CI / "gate.sh"), "main")
+    assert proc.returncode == 2 and "usage:" in proc.stderr
+
+
+def test_setup_env_keeps_the_venv(tmp_path):
+    """setup-env.sh prints a folder whose python is GEMM_PYTHON itself, venv included (a symlink
+    to a venv's python would start the base interpreter without the venv's packages)."""
+    proc = run("bash", str(CI / "setup-env.sh"), str(tmp_path / "bin"),
+               env={"GEMM_PYTHON": sys.executable})  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == str(tmp_path / "bin")
+    prefix = run(str(tmp_path / "bin" / "python"), "-c", "import sys; print(sys.prefix)")
+    assert prefix.stdout.strip() == sys.prefix

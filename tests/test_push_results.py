@@ -1,0 +1,309 @@
+"""scripts/ci/push_results.py on artifacts laid out as download-artifact v8 writes them, pushing to
+a local bare repository that stands in for origin: what it pushes, and every artifact it refuses."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from ci_results import artifact, machine_results
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "scripts" / "ci" / "push_results.py"
+TOKEN = "ghs_FAKEtoken0123456789abcdefSECRET"
+RUNNERS = [{"machine": m, "labels": ["self-hosted", "gpu-history", m]} for m in ("m1", "m2")]
+
+
+def git(cwd: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-C", str(cwd), *args], check=True, capture_output=True, text=True
+    ).stdout
+
+
+@pytest.fixture
+def origin(tmp_path):
+    """A bare repository with an asv-results branch, and a checkout of that branch."""
+    bare = tmp_path / "origin.git"
+    seed = tmp_path / "seed"
+    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(bare)], check=True)
+    subprocess.run(["git", "init", "-q", "-b", "asv-results", str(seed)], check=True)
+    (seed / "README.md").write_text("asv results\n")
+    git(seed, "add", "README.md")
+    git(seed, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "start")
+    git(seed, "push", "-q", str(bare), "asv-results")
+    checkout = tmp_path / "results"
+    subprocess.run(
+        ["git", "clone", "-q", "-b", "asv-results", str(bare), str(checkout)], check=True
+    )
+    return bare, checkout
+
+
+def push(tmp_path, downloads: Path, checkout: Path, runners=RUNNERS, extra_env=None):
+    """Runs the script as the workflow step does; returns (exit code, stdout+stderr, outputs)."""
+    out = tmp_path / "github_output"
+    out.write_text("")
+    env = {**os.environ, "GH_TOKEN": TOKEN, "GITHUB_OUTPUT": str(out), **(extra_env or {})}
+    runners = runners if isinstance(runners, str) else json.dumps(runners)
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), "--downloads", str(downloads), "--repo", str(checkout),
+         "--runners", runners, "--sha", "a" * 40, "--retry-delay", "0"],
+        capture_output=True, text=True, env=env, timeout=120,
+    )  # fmt: skip
+    outputs = dict(line.split("=", 1) for line in out.read_text().splitlines())
+    return proc.returncode, proc.stdout + proc.stderr, outputs
+
+
+def branch_files(bare: Path) -> set[str]:
+    return set(git(bare, "ls-tree", "-r", "--name-only", "asv-results").split())
+
+
+def assert_refused(rc: int, log: str, outputs: dict, bare: Path, *words: str) -> None:
+    """Exit 1, one ::error line naming the problem, pushed=false, and the branch untouched."""
+    errors = [line for line in log.splitlines() if line.startswith("::error")]
+    assert rc == 1, log
+    assert len(errors) == 1, log
+    for word in words:
+        assert word in errors[0], errors[0]
+    assert outputs["pushed"] == "false"
+    assert branch_files(bare) == {"README.md"}
+
+
+def test_pushes_one_machine(tmp_path, origin):
+    """One artifact matched: download-artifact v8 unpacked it into DIR with no folder; it is pushed."""
+    bare, checkout = origin
+    downloads = artifact(tmp_path / "new", "m1")
+    rc, log, outputs = push(tmp_path, downloads, checkout)
+    assert rc == 0, log
+    assert outputs == {"pushed": "true", "machines": "m1"}
+    files = branch_files(bare)
+    assert "benchmarks.json" in files and "m1/machine.json" in files
+    assert len([f for f in files if f.startswith("m1/")]) == 3
+    assert "Machines: m1" in git(bare, "log", "-1", "--format=%B", "asv-results")
+
+
+def test_pushes_two_machines(tmp_path, origin):
+    """Several artifacts matched: one asv-results-<machine>/ folder each; both machines are pushed."""
+    bare, checkout = origin
+    for machine in ("m1", "m2"):
+        artifact(tmp_path / "new" / f"asv-results-{machine}", machine)
+    rc, log, outputs = push(tmp_path, tmp_path / "new", checkout)
+    assert rc == 0, log
+    assert outputs == {"pushed": "true", "machines": "m1,m2"}
+    files = branch_files(bare)
+    assert {"m1/machine.json", "m2/machine.json", "benchmarks.json"} <= files
+
+
+def test_pushes_when_one_of_two_failed(tmp_path, origin):
+    """m2's history failed and uploaded nothing: m1's lone artifact (no folder) is still pushed."""
+    bare, checkout = origin
+    downloads = artifact(tmp_path / "new", "m1")
+    rc, log, outputs = push(tmp_path, downloads, checkout)
+    assert rc == 0 and outputs["pushed"] == "true", log
+    assert not any(f.startswith("m2/") for f in branch_files(bare))
+
+
+def test_nothing_downloaded_pushes_nothing(tmp_path, origin):
+    """No machine produced results (download-artifact made no folder): pushed=false, exit 0."""
+    bare, checkout = origin
+    rc, log, outputs = push(tmp_path, tmp_path / "new", checkout)
+    assert rc == 0 and outputs == {"pushed": "false"}, log
+    assert "nothing pushed" in log
+    assert branch_files(bare) == {"README.md"}
+
+
+def test_pushing_again_changes_nothing(tmp_path, origin):
+    """Results already on the branch: no new commit, and pushed=true so the site is still built."""
+    bare, checkout = origin
+    downloads = artifact(tmp_path / "new", "m1")
+    assert push(tmp_path, downloads, checkout)[0] == 0
+    tip = git(bare, "rev-parse", "asv-results")
+    rc, log, outputs = push(tmp_path, downloads, checkout)
+    assert rc == 0 and outputs["pushed"] == "true" and "already" in log
+    assert git(bare, "rev-parse", "asv-results") == tip
+
+
+def test_keeps_other_machines_results_on_the_branch(tmp_path, origin):
+    """A push of m1 leaves m2's results, pushed earlier, as they were."""
+    bare, checkout = origin
+    assert push(tmp_path, artifact(tmp_path / "first", "m2"), checkout)[0] == 0
+    before = git(bare, "rev-parse", "asv-results:m2")
+    assert push(tmp_path, artifact(tmp_path / "second", "m1"), checkout)[0] == 0
+    assert git(bare, "rev-parse", "asv-results:m2") == before
+
+
+FSMONITOR = """[core]
+\tfsmonitor = "sh -c 'touch {marker}; env > {leak}; echo $GH_TOKEN >> {leak}'"
+"""
+
+
+@pytest.mark.parametrize("layout", ["one artifact", "two artifacts"])
+def test_refuses_fsmonitor_config_artifact(tmp_path, origin, layout):
+    """An artifact holding .git/config whose core.fsmonitor runs a command is refused: the command
+    never runs, and the token appears in no output and no file."""
+    bare, checkout = origin
+    marker, leak = tmp_path / "fsmonitor-ran", tmp_path / "leak"
+    if layout == "one artifact":
+        downloads = artifact(tmp_path / "new", "m1")
+        evil = downloads
+    else:
+        downloads = tmp_path / "new"
+        artifact(downloads / "asv-results-m2", "m2")
+        evil = artifact(downloads / "asv-results-m1", "m1")
+    (evil / ".git").mkdir()
+    (evil / ".git" / "config").write_text(FSMONITOR.format(marker=marker, leak=leak))
+    rc, log, outputs = push(tmp_path, downloads, checkout)
+    assert_refused(rc, log, outputs, bare, ".git", "hidden")
+    assert not marker.exists() and not leak.exists()
+    assert TOKEN not in log
+    for path in tmp_path.rglob("*"):
+        if path.is_file() and not path.is_symlink():
+            assert TOKEN.encode() not in path.read_bytes(), path
+
+
+def test_hooks_and_fsmonitor_never_run(tmp_path, origin):
+    """Even with fsmonitor and hooks planted in the results checkout itself, a push runs neither."""
+    bare, checkout = origin
+    marker = tmp_path / "ran"
+    with (checkout / ".git" / "config").open("a") as f:
+        f.write(f"[core]\n\tfsmonitor = \"sh -c 'echo fsmonitor >> {marker}'\"\n")
+    for hook in ("pre-commit", "commit-msg", "post-commit", "pre-push", "reference-transaction"):
+        path = checkout / ".git" / "hooks" / hook
+        path.write_text(f"#!/bin/sh\necho {hook} >> {marker}\n")
+        path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    rc, log, outputs = push(tmp_path, artifact(tmp_path / "new", "m1"), checkout)
+    assert rc == 0 and outputs["pushed"] == "true", log
+    assert not marker.exists(), marker.read_text()
+
+
+def test_refuses_symlink_artifact(tmp_path, origin):
+    """A result file that is a symlink (here to /etc/passwd) is refused, naming the link."""
+    bare, checkout = origin
+    downloads = artifact(tmp_path / "new", "m1")
+    (downloads / "m1" / "deadbeef-existing-py.json").symlink_to("/etc/passwd")
+    rc, log, outputs = push(tmp_path, downloads, checkout)
+    assert_refused(rc, log, outputs, bare, "m1/deadbeef-existing-py.json", "symlink")
+
+
+def test_refuses_symlinked_machine_folder(tmp_path, origin):
+    """A machine folder that is a symlink to a folder elsewhere is refused."""
+    bare, checkout = origin
+    elsewhere = machine_results(tmp_path / "elsewhere", "m1")
+    downloads = tmp_path / "new"
+    downloads.mkdir()
+    (downloads / "m1").symlink_to(elsewhere)
+    rc, log, outputs = push(tmp_path, downloads, checkout)
+    assert_refused(rc, log, outputs, bare, "m1", "symlink")
+
+
+def test_refuses_path_escape(tmp_path, origin):
+    """Names that would leave the results folder are refused: a machine named ../outside in the
+    runner list, and an artifact folder that is a link to a folder outside the downloads."""
+    bare, checkout = origin
+    downloads = artifact(tmp_path / "new", "m1")
+    escape = [{"machine": "../outside", "labels": ["self-hosted"]}]
+    rc, log, outputs = push(tmp_path, downloads, checkout, runners=escape)
+    assert_refused(rc, log, outputs, bare, "'../outside'", "plain folder name")
+    assert not (tmp_path / "outside").exists()
+
+    outside = artifact(tmp_path / "outside-artifact", "m1")
+    multi = tmp_path / "multi"
+    artifact(multi / "asv-results-m2", "m2")
+    (multi / "asv-results-m1").symlink_to(outside)
+    rc, log, outputs = push(tmp_path, multi, checkout)
+    assert_refused(rc, log, outputs, bare, "asv-results-m1")
+
+
+@pytest.mark.parametrize("case", ["inside another artifact", "several in one", "unlisted machine"])
+def test_refuses_other_machines_results(tmp_path, origin, case):
+    """An artifact may hold only its own machine's folder, of a machine in the runner list."""
+    bare, checkout = origin
+    downloads = tmp_path / "new"
+    if case == "inside another artifact":
+        evil = artifact(downloads / "asv-results-m1", "m1")
+        machine_results(evil, "m2")
+        artifact(downloads / "asv-results-m2", "m2")
+        words = ("asv-results-m1", "another machine", "m2")
+    elif case == "several in one":
+        artifact(downloads, "m1")
+        machine_results(downloads, "m2")
+        words = ("several machines",)
+    else:
+        artifact(downloads, "m1")
+        machine_results(downloads, "intruder")
+        words = ("intruder", "not a machine of the runner list")
+    rc, log, outputs = push(tmp_path, downloads, checkout)
+    assert_refused(rc, log, outputs, bare, *words)
+
+
+def test_refuses_unknown_files(tmp_path, origin):
+    """A file that is not a result file name (a script, say) is refused."""
+    bare, checkout = origin
+    downloads = artifact(tmp_path / "new", "m1")
+    (downloads / "m1" / "run.sh").write_text("#!/bin/sh\n")
+    rc, log, outputs = push(tmp_path, downloads, checkout)
+    assert_refused(rc, log, outputs, bare, "m1/run.sh", "not a result file")
+
+
+def test_refuses_oversize_content(tmp_path, origin):
+    """A result file over the size limit is refused, naming its size."""
+    bare, checkout = origin
+    downloads = artifact(tmp_path / "new", "m1")
+    with (downloads / "m1" / "0000000f-huge.json").open("wb") as f:
+        f.truncate(9 * 1024 * 1024)
+    rc, log, outputs = push(tmp_path, downloads, checkout)
+    assert_refused(rc, log, outputs, bare, "0000000f-huge.json", "over the limit")
+
+
+def test_refuses_corrupt_results(tmp_path, origin):
+    """A truncated result file fails check-results on the hosted side, so nothing is committed."""
+    bare, checkout = origin
+    downloads = artifact(tmp_path / "new", "m1")
+    victim = next(p for p in (downloads / "m1").glob("*.json") if p.name != "machine.json")
+    victim.write_text(victim.read_text()[:100])
+    rc, log, outputs = push(tmp_path, downloads, checkout)
+    assert_refused(rc, log, outputs, bare, "check-results")
+
+
+def test_token_only_reaches_fetch_and_push(tmp_path, origin):
+    """A git on PATH that logs each call shows the token (raw or as the auth header) in the
+    environment of git fetch and git push only, and never on a command line."""
+    bare, checkout = origin
+    real_git = shutil.which("git")
+    log_file = tmp_path / "git-calls.jsonl"
+    wrapper = tmp_path / "bin" / "git"
+    wrapper.parent.mkdir()
+    auth = base64.b64encode(f"x-access-token:{TOKEN}".encode()).decode()
+    wrapper.write_text(
+        f"#!{sys.executable}\n"
+        "import json, os, sys\n"
+        "args = sys.argv[1:]\n"
+        "sub = next((a for a in args[2:] if not a.startswith('-') and '=' not in a), '')\n"
+        "if args[:1] == ['-C']: sub = next(a for a in args[2:] if not a.startswith('-') and '=' not in a)\n"
+        f"secret = any({TOKEN!r} in v or {auth!r} in v for v in os.environ.values())\n"
+        f"argv_secret = any({TOKEN!r} in a or {auth!r} in a for a in args)\n"
+        f"open({str(log_file)!r}, 'a').write(json.dumps([sub, secret, argv_secret]) + '\\n')\n"
+        f"os.execv({real_git!r}, [{real_git!r}] + args)\n"
+    )  # fmt: skip
+    wrapper.chmod(0o755)
+    env = {"PATH": f"{wrapper.parent}{os.pathsep}{os.environ['PATH']}"}
+    rc, log, outputs = push(tmp_path, artifact(tmp_path / "new", "m1"), checkout, extra_env=env)
+    assert rc == 0 and outputs["pushed"] == "true", log
+    calls = [json.loads(line) for line in log_file.read_text().splitlines()]
+    with_token = {sub for sub, secret, _ in calls if secret}
+    assert with_token == {"fetch", "push"}, calls
+    assert {"add", "commit"} <= {sub for sub, _, _ in calls}
+    assert not any(argv_secret for _, _, argv_secret in calls)
+
+
+def test_bad_runner_list_is_one_line(tmp_path, origin):
+    """A runner list that is not JSON is refused with one line naming the variable to fix."""
+    bare, checkout = origin
+    rc, log, outputs = push(tmp_path, artifact(tmp_path / "new", "m1"), checkout, runners="[{")
+    assert_refused(rc, log, outputs, bare, "GPU_HISTORY_RUNNERS")
