@@ -6,6 +6,8 @@
 # and exit 1, so the job fails before any of its steps run. Optional settings, from the runner's .env:
 #   GEMM_RUNNER_GPU       index or UUID of the one GPU this runner owns (nvidia-smi --id); default: all
 #   GEMM_HOOK_SMI_TIMEOUT seconds before a hung nvidia-smi counts as a hung driver; default 60
+#   GEMM_RUNNER_POOL      gpu-pr or gpu-history (set by runner/supervisor.py); gpu-history takes
+#                         only main's push, schedule and workflow_dispatch jobs
 # The runner runs hooks as `bash -e`; say so here too, so a manual run behaves the same.
 set -eu
 
@@ -62,7 +64,19 @@ if kind is not None:
     # GitHub repository names are case-insensitive.
     if full.casefold() != repo.casefold():
         refuse(f"{kind} from fork {full}; only branches of {repo} may run on this runner")
-print(f"{name or 'unknown'} event from {repo}")
+
+# The supervisor (runner/supervisor.py) names the runner's pool in its .env. The history pool
+# measures what lands on main, so only main's own pushes, schedules and manual runs may use it:
+# a branch that edits a workflow to say `runs-on: gpu-history` runs with its own ref and stops here.
+pool = os.environ.get("GEMM_RUNNER_POOL", "")
+if pool == "gpu-history":
+    ref = os.environ.get("GITHUB_REF", "")
+    if name not in ("push", "schedule", "workflow_dispatch") or ref != "refs/heads/main":
+        refuse(f"the gpu-history pool runs only main's history (push, schedule or "
+               f"workflow_dispatch on refs/heads/main), not {name or 'unknown'} on {ref or 'no ref'}")
+elif pool not in ("", "gpu-pr"):
+    refuse(f"GEMM_RUNNER_POOL={pool!r} is neither gpu-pr nor gpu-history; fix the runner's .env")
+print(f"{name or 'unknown'} event from {repo}" + (f" for the {pool} pool" if pool else ""))
 PY
 ) || refuse "$event_summary"
 

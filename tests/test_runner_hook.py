@@ -155,6 +155,52 @@ class TestEvent:
         assert refused(proc, "cannot tell a fork"), proc.stdout + proc.stderr
 
 
+class TestPool:
+    """Tests for the hook's check that a job belongs to its runner's pool (GEMM_RUNNER_POOL)."""
+
+    def test_history_pool_takes_push_to_main(self, hook):
+        """A push to main runs on the gpu-history pool."""
+        env = {"GEMM_RUNNER_POOL": "gpu-history", "GITHUB_REF": "refs/heads/main"}
+        proc = hook({"ref": "refs/heads/main"}, event_name="push", extra_env=env)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert "gpu-history pool" in proc.stdout
+
+    def test_history_pool_refuses_pull_request(self, hook):
+        """A same-repository PR that edits its workflow to reach gpu-history is refused."""
+        env = {"GEMM_RUNNER_POOL": "gpu-history", "GITHUB_REF": "refs/pull/7/merge"}
+        proc = hook(pr_event(REPO), event_name="pull_request", extra_env=env)
+        assert refused(proc, "gpu-history pool runs only main", "pull_request"), proc.stdout
+
+    def test_history_pool_refuses_other_branch(self, hook):
+        """A push to another branch (a workflow edited there) does not reach gpu-history."""
+        env = {"GEMM_RUNNER_POOL": "gpu-history", "GITHUB_REF": "refs/heads/evil"}
+        proc = hook({"ref": "refs/heads/evil"}, event_name="push", extra_env=env)
+        assert refused(proc, "refs/heads/evil"), proc.stdout + proc.stderr
+
+    def test_history_pool_refuses_manual_run_on_branch(self, hook):
+        """A manual run started on a branch is not main's history."""
+        env = {"GEMM_RUNNER_POOL": "gpu-history", "GITHUB_REF": "refs/heads/topic"}
+        proc = hook({}, event_name="workflow_dispatch", extra_env=env)
+        assert refused(proc, "workflow_dispatch on refs/heads/topic"), proc.stdout + proc.stderr
+
+    def test_pr_pool_takes_same_repo_pull_request(self, hook):
+        """A same-repository PR runs on the gpu-pr pool."""
+        env = {"GEMM_RUNNER_POOL": "gpu-pr", "GITHUB_REF": "refs/pull/7/merge"}
+        proc = hook(pr_event(REPO), event_name="pull_request", extra_env=env)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+
+    def test_pr_pool_still_refuses_fork(self, hook):
+        """The pool check does not replace the fork check."""
+        env = {"GEMM_RUNNER_POOL": "gpu-pr", "GITHUB_REF": "refs/pull/7/merge"}
+        proc = hook(pr_event("mallory/gemm-regress"), event_name="pull_request", extra_env=env)
+        assert refused(proc, "fork mallory/gemm-regress"), proc.stdout + proc.stderr
+
+    def test_unknown_pool_refused(self, hook):
+        """A misspelt pool fails closed instead of running unchecked."""
+        proc = hook({}, extra_env={"GEMM_RUNNER_POOL": "gpu-hisotry"})
+        assert refused(proc, "neither gpu-pr nor gpu-history"), proc.stdout + proc.stderr
+
+
 class TestGpu:
     """Tests for the hook's GPU health and idleness checks."""
 
