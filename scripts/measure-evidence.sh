@@ -145,7 +145,8 @@ json.dump(conf, open(path, "w"), indent=2)
 EOF
 fi
 run env HOME="$work/home" "$PY" -m gemmbench machine --name "$machine" --results-dir "$out/asv-results"
-run env HOME="$work/home" "$PY" -m asv run --config "$work/asv.conf.json" -E "existing:$PY" \
+# ASV_PYTHONPATH: asv hides PYTHONPATH from benchmark processes; this shows them the checkout's gemm.
+run env HOME="$work/home" ASV_PYTHONPATH="$repo" "$PY" -m asv run --config "$work/asv.conf.json" -E "existing:$PY" \
     --set-commit-hash "$(g rev-parse base)" --machine "$machine" --record-samples \
     -b "time_gemm\('coarsened', '4096x4096x4096'\)" >"$out/asv.txt" 2>&1 || echo "asv run failed; see $out/asv.txt" >&2
 
