@@ -2,5 +2,7 @@
 
 import sys
 
-print("the speed-up report is `python -m gemmbench report [N | MxNxK ...] [options]`", file=sys.stderr)
+print(
+    "the speed-up report is `python -m gemmbench report [N | MxNxK ...] [options]`", file=sys.stderr
+)
 sys.exit(2)

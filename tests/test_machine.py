@@ -42,7 +42,7 @@ class TestParseQueryCsv:
         assert rows[1]["clocks_event_reasons.active"] == "0x0000000000000044"
 
     def test_not_available_is_none(self):
-        """"[N/A]" values come back as None."""
+        """ "[N/A]" values come back as None."""
         (row,) = machine.parse_query_csv(IDENTITY_TEXT, machine._IDENTITY_SMI_FIELDS)
         assert row["mig.mode.current"] is None
         assert row["name"] == "NVIDIA H200"
@@ -91,16 +91,29 @@ class TestReasons:
 
     @pytest.mark.parametrize(
         ("mask", "suspect"),
-        [("0x4", False), ("0x1", False), ("0x2", False), ("0x10", False), ("0x8", True),
-         ("0x20", True), ("0x40", True), ("0x80", True), ("0x84", True)],
+        [
+            ("0x4", False),
+            ("0x1", False),
+            ("0x2", False),
+            ("0x10", False),
+            ("0x8", True),
+            ("0x20", True),
+            ("0x40", True),
+            ("0x80", True),
+            ("0x84", True),
+        ],
     )
     def test_one_definition_of_suspect(self, mask, suspect):
         """The power cap, idle, locked clocks and sync boost alone are not suspect; thermal,
         hardware slowdown and power brake are, in machine and the gate alike."""
         from gemmbench.gate_decision import gpu_problems
 
-        row = {"clocks.sm": "1980", "clocks.max.sm": "1980", "temperature.gpu": "60",
-               "clocks_event_reasons.active": mask}
+        row = {
+            "clocks.sm": "1980",
+            "clocks.max.sm": "1980",
+            "temperature.gpu": "60",
+            "clocks_event_reasons.active": mask,
+        }
         state = machine.state_from_row(row, other_processes=0)
         assert bool(machine.suspect_reasons(state)) is suspect
         problems, _ = gpu_problems([{"round": 1, **state}], 0.10)
@@ -165,6 +178,7 @@ class TestMain:
 
     def test_no_gpu_exit_4(self, tmp_path, monkeypatch, capsys):
         """Without a GPU the command exits 4 with one sentence and writes nothing."""
+
         def no_gpu():
             raise machine.NoGpuError("CUDA reports no usable device")
 
@@ -179,8 +193,16 @@ class TestMain:
     def test_real_device_or_exit_4(self, tmp_path):
         """On this machine, the real probe either records a GPU or exits 4; it never crashes."""
         machine_file = tmp_path / "asv-machine.json"
-        status = machine.main(["--name", "probe", "--machine-file", str(machine_file),
-                               "--results-dir", str(tmp_path / "results")])
+        status = machine.main(
+            [
+                "--name",
+                "probe",
+                "--machine-file",
+                str(machine_file),
+                "--results-dir",
+                str(tmp_path / "results"),
+            ]
+        )
         assert status in (0, 4)
         if status == 0:
             record = json.loads(machine_file.read_text())["probe"]
@@ -193,8 +215,19 @@ class TestMain:
         monkeypatch.setattr(machine, "gpu_state", lambda: machine.state_from_row({}, 0))
         machine_file = tmp_path / "asv-machine.json"
         machine.save_record("h200", {**FP, "machine": "h200"}, machine_file)
-        assert machine.main(["--name", "h200", "--machine-file", str(machine_file),
-                             "--results-dir", str(tmp_path)]) == 5
+        assert (
+            machine.main(
+                [
+                    "--name",
+                    "h200",
+                    "--machine-file",
+                    str(machine_file),
+                    "--results-dir",
+                    str(tmp_path),
+                ]
+            )
+            == 5
+        )
         assert "gpu_model: NVIDIA H200 -> NVIDIA H100" in capsys.readouterr().err
         assert json.loads(machine_file.read_text())["h200"]["gpu_model"] == "NVIDIA H200"
 
@@ -203,8 +236,19 @@ class TestMain:
         monkeypatch.setattr(machine, "fingerprint", lambda: dict(FP))
         monkeypatch.setattr(machine, "gpu_state", lambda: machine.state_from_row({}, 0))
         machine_file = tmp_path / "asv-machine.json"
-        assert machine.main(["--name", "h200", "--machine-file", str(machine_file),
-                             "--results-dir", str(tmp_path)]) == 0
+        assert (
+            machine.main(
+                [
+                    "--name",
+                    "h200",
+                    "--machine-file",
+                    str(machine_file),
+                    "--results-dir",
+                    str(tmp_path),
+                ]
+            )
+            == 0
+        )
         record = json.loads(machine_file.read_text())["h200"]
         assert record["machine"] == "h200" and record["gpu_model"] == "NVIDIA H200"
         assert {"os", "arch", "cpu", "num_cpu", "ram"} <= set(record)
