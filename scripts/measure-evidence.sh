@@ -31,6 +31,7 @@ repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 if [[ $dry == 1 ]]; then
     PY=${GEMM_PYTHON:-python3}  # no install: the dry path only plans
 else
+    # shellcheck source=scripts/_env.sh
     source "$repo/scripts/_env.sh"
 fi
 set +e
