@@ -5,6 +5,8 @@ from __future__ import annotations
 import importlib
 import sys
 
+from . import exitcodes
+
 # command -> (module, one-line help). Each module exposes main(argv: list[str]) -> int.
 COMMANDS = {
     "gate": (
@@ -17,20 +19,35 @@ COMMANDS = {
     ),
     "check-results": ("gemmbench.results", "validate stored asv result files before publishing"),
     "machine": ("gemmbench.machine", "record this GPU's fingerprint as the asv machine"),
+    "report": ("gemmbench.report", "check and time every variant; print the speed-up table"),
+    "calibrate": (
+        "gemmbench.calibrate",
+        "run A/A gates on this GPU and write its gate tolerance into thresholds.toml",
+    ),
     "tune": ("gemmbench.tune", "time gemm's dispatch candidates on this GPU, write its table"),
 }
 
 
+def usage() -> str:
+    width = max(map(len, COMMANDS))
+    lines = [f"  {name:<{width}}  {help_}" for name, (_, help_) in COMMANDS.items()]
+    return (
+        "usage: python -m gemmbench <command> [options]\n\ncommands:\n"
+        + "\n".join(lines)
+        + "\n\nExit codes are the same for every command: docs/exit-codes.md."
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if not argv or argv[0] in ("-h", "--help") or argv[0] not in COMMANDS:
-        width = max(map(len, COMMANDS))
-        lines = [f"  {name:<{width}}  {help_}" for name, (_, help_) in COMMANDS.items()]
-        print("usage: python -m gemmbench <command> [options]\n\ncommands:\n" + "\n".join(lines))
-        if argv and argv[0] not in ("-h", "--help"):
-            print(f"\nerror: unknown command {argv[0]!r}", file=sys.stderr)
-            return 2
-        return 0
+    if argv and argv[0] in ("-h", "--help"):
+        print(usage())
+        return exitcodes.OK
+    if not argv or argv[0] not in COMMANDS:
+        print(usage())  # the usage on stdout, the reason as one line on stderr
+        why = f"unknown command {argv[0]!r}" if argv else "no command given"
+        print(f"python -m gemmbench: {why}; name one of {', '.join(COMMANDS)}", file=sys.stderr)
+        return exitcodes.USAGE
     module = importlib.import_module(COMMANDS[argv[0]][0])
     return module.main(argv[1:])
 

@@ -18,58 +18,40 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import math
 import os
-import queue
 import signal
 import statistics
-import subprocess
 import sys
 import threading
 import time
-from collections import deque
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import exitcodes
 from . import thresholds as thresholds_mod
-from .stats import mann_whitney_u
-from .timing import summarize
-from .worktrees import WorktreeError, detached_worktrees, signals_blocked
-
-PASS, REGRESSION, USAGE, INCONCLUSIVE, INFRA, INTERRUPTED = (
-    "pass",
-    "regression",
-    "usage error",
-    "inconclusive",
-    "infrastructure failure",
-    "interrupted",
+from .gate_decision import (
+    BROKEN,
+    INFRA,
+    INTERRUPTED,
+    NEW,
+    REGRESSION,
+    USAGE,
+    Comparison,
+    Report,
+    compare,
+    decide,
+    gpu_problems,
 )
-EXIT_CODES = {PASS: 0, REGRESSION: 1, USAGE: 2, INCONCLUSIVE: 3, INFRA: 4, INTERRUPTED: 130}
-
-# Per-benchmark verdicts.
-SAME, SLOWER, FASTER, UNSTABLE, DRIFT, BROKEN, NEW = (
-    "same",
-    "slower",
-    "faster",
-    "unstable",
-    "drift",
-    "broken on head",
-    "new on head",
-)
+from .gate_output import render_markdown, report_json, short_sha
+from .gate_process import _HARNESS_ROOT, GpuMonitor, WorkerFailure, WorkerProcess
+from .git import GitError, WorktreeError, detached_worktrees, git, signals_blocked
+from .results import OneLineErrorParser
 
 DEFAULT_PROVIDER = "gemmbench.cases:gemm_cases"
 # Compiling every kernel from a cold CuPy cache can take a minute; a round of the default cases
 # takes well under a second on an H200, so two minutes without an answer means a hung GPU.
 STARTUP_TIMEOUT_S = 300.0
 ROUND_TIMEOUT_S = 120.0
-_HARNESS_ROOT = (
-    Path(__file__).resolve().parent.parent
-)  # the checkout (or site-packages) of gemmbench
-
-# Throttle reasons that mean the GPU slowed itself down. Idle, application-clock and power-cap
-# reasons alone are not flagged; a clock drop they cause is caught by max_clock_drop.
-_SLOWDOWN_MARKERS = ("thermal", "hw_slowdown", "power_brake")
 
 
 class UsageError(Exception):
@@ -80,510 +62,44 @@ class InfraFailure(Exception):
     """The machine, the GPU or the harness failed, not the code under test: exit 4."""
 
 
-class WorkerFailure(Exception):
-    """A worker reported an error, died or stopped answering."""
-
-    def __init__(
-        self, side: str, kind: str, message: str, case: str | None = None, log: str = ""
-    ) -> None:
-        super().__init__(f"{side}: {message}")
-        self.side, self.kind, self.message, self.case, self.log = side, kind, message, case, log
-
-
 def progress(message: str) -> None:
     print(f"[gate] {message}", file=sys.stderr, flush=True)
 
 
-# --------------------------------------------------------------------------------------------
-# Decision: pure functions of the measurements, unit-tested in tests/test_gate.py.
-
-
-@dataclass
-class Comparison:
-    """One benchmark's per-round medians on both sides, and the verdict on them."""
-
-    name: str
-    base: list[float]
-    head: list[float]
-    canary: bool = False
-    flops: int | None = None
-    verdict: str = SAME
-    detail: str = ""
-    ratio: float | None = None
-    p_slower: float | None = None
-    p_faster: float | None = None
-    base_spread: float | None = None
-    head_spread: float | None = None
-    base_samples: list[list[float]] = field(default_factory=list)
-    head_samples: list[list[float]] = field(default_factory=list)
-
-    @property
-    def base_median(self) -> float | None:
-        return statistics.median(self.base) if self.base else None
-
-    @property
-    def head_median(self) -> float | None:
-        return statistics.median(self.head) if self.head else None
-
-
-def compare(
-    name: str,
-    base: Sequence[float],
-    head: Sequence[float],
-    settings: thresholds_mod.GateSettings,
-    *,
-    canary: bool = False,
-    flops: int | None = None,
-) -> Comparison:
-    """Judge one benchmark from its per-round medians (seconds) on each side.
-
-    slower: median ratio head/base > 1 + tolerance and one-sided p(head > base) < alpha.
-    faster: the mirror image. unstable: a side's per-round spread (IQR / median) exceeds
-    max_spread, unless the change exceeds tolerance + spread and is significant anyway.
-    A canary that is slower or faster has "drift": the machine changed, not the code.
-    """
-    c = Comparison(name, list(base), list(head), canary=canary, flops=flops)
-    c.ratio = c.head_median / c.base_median
-    c.p_slower = mann_whitney_u(c.head, c.base, "greater").p
-    c.p_faster = mann_whitney_u(c.head, c.base, "less").p
-    c.base_spread = summarize(c.base).relative_iqr
-    c.head_spread = summarize(c.head).relative_iqr
-    tol, alpha = settings.tolerance, settings.alpha
-    spread = max(c.base_spread, c.head_spread)
-    slower = c.ratio > 1 + tol and c.p_slower < alpha
-    faster = c.ratio < 1 / (1 + tol) and c.p_faster < alpha
-    beyond_noise = abs(math.log(c.ratio)) > math.log1p(tol + spread)
-    if spread > settings.max_spread and not ((slower or faster) and beyond_noise):
-        c.verdict = UNSTABLE
-        c.detail = f"round-to-round spread {spread:.1%} > max_spread {settings.max_spread:.1%}"
-    elif canary and (slower or faster):
-        c.verdict = DRIFT
-        change = f"{'slower' if slower else 'faster'} by {abs(c.ratio - 1):.1%}"
-        p = min(c.p_slower, c.p_faster)
-        c.detail = f"canary {change} (p = {p:.2g}): the machine drifted"
-    elif slower:
-        c.verdict = SLOWER
-        c.detail = (
-            f"{c.ratio - 1:.1%} slower > tolerance {tol:.1%}, p = {c.p_slower:.2g} < {alpha:g}"
-        )
-    elif faster:
-        c.verdict = FASTER
-        c.detail = f"{1 - c.ratio:.1%} faster, p = {c.p_faster:.2g}"
-    else:
-        c.verdict = SAME
-        if c.ratio > 1 + tol:
-            c.detail = (
-                f"{c.ratio - 1:.1%} slower but not significant (p = {c.p_slower:.2g} ≥ {alpha:g})"
-            )
-        elif c.ratio > 1 and c.p_slower < alpha:
-            c.detail = f"{c.ratio - 1:.1%} slower, significant but within tolerance {tol:.1%}"
-    return c
-
-
-def _is_slowdown(reason: object) -> bool:
-    text = str(reason).lower().replace(" ", "_").replace("-", "_")
-    return any(marker in text for marker in _SLOWDOWN_MARKERS)
-
-
-def _is_idle(state: Mapping) -> bool:
-    reasons = [*(state.get("throttle_reasons") or []), *(state.get("clock_event_reasons") or [])]
-    return any("idle" in str(r).lower() for r in reasons)
-
-
-def _number(value) -> float | None:
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-    return float(value) if ok else None
-
-
-def gpu_problems(states: Sequence[Mapping], max_clock_drop: float) -> tuple[list[str], list[str]]:
-    """Problems (-> inconclusive) and notes from the GPU states read between rounds.
-
-    Each state is ``gemmbench.machine.gpu_state()``'s dict plus "round" (the round it was read
-    during), or {"round": r, "unavailable": why}. Flags an SM clock below (1 - max_clock_drop) ×
-    the highest reading of the run (readings while the GPU reports itself idle are skipped),
-    thermal or hardware slowdown reasons, and a process that started using the GPU mid-run
-    (the workers themselves are counted in the first reading).
-    """
-    problems: list[str] = []
-    readings = [
-        (s["round"], _number(s.get("sm_clock_mhz")))
-        for s in states
-        if "unavailable" not in s and not _is_idle(s)
-    ]
-    readings = [(r, mhz) for r, mhz in readings if mhz and mhz > 0]
-    if not readings:
-        why = next((s["unavailable"] for s in states if "unavailable" in s), "no SM clock readings")
-        return [], [f"GPU clocks were not monitored ({why})"]
-    peak = max(mhz for _, mhz in readings)
-    low = [(r, mhz) for r, mhz in readings if mhz < (1 - max_clock_drop) * peak]
-    if low:
-        rounds = ", ".join(str(r) for r, _ in low)
-        lowest = min(mhz for _, mhz in low)
-        problems.append(
-            f"SM clock dropped to {lowest:.0f} MHz (during round {rounds}), more than "
-            f"{max_clock_drop:.0%} under the run's peak of {peak:.0f} MHz"
-        )
-    throttled = [
-        (s["round"], [r for r in s.get("throttle_reasons") or [] if _is_slowdown(r)])
-        for s in states
-    ]
-    throttled = [(r, reasons) for r, reasons in throttled if reasons]
-    if throttled:
-        rounds = ", ".join(str(r) for r, _ in throttled)
-        reasons = sorted({str(x) for _, rs in throttled for x in rs})
-        problems.append(f"GPU throttled ({', '.join(reasons)}) during round {rounds}")
-    others = [
-        (s["round"], s.get("other_processes"))
-        for s in states
-        if isinstance(s.get("other_processes"), int)
-    ]
-    if others and max(n for _, n in others) > others[0][1]:
-        r, n = next((r, n) for r, n in others if n > others[0][1])
-        problems.append(
-            f"another process started using the GPU ({others[0][1]} → {n} during round {r})"
-        )
-    return problems, []
-
-
-@dataclass
-class Report:
-    status: str
-    reasons: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    comparisons: list[Comparison] = field(default_factory=list)
-    states: list[dict] = field(default_factory=list)
-    meta: dict = field(default_factory=dict)
-
-    @property
-    def exit_code(self) -> int:
-        return EXIT_CODES[self.status]
-
-
-def decide(comparisons: Sequence[Comparison], machine: Sequence[str]) -> tuple[str, list[str]]:
-    """The gate's outcome and its reasons, from the verdicts and the machine problems.
-
-    A head that broke a benchmark fails whatever the machine did. Otherwise any machine problem,
-    canary drift or unstable canary makes the run inconclusive, since none of the timings can be
-    trusted. Then any slower benchmark fails the gate, and any unstable one is inconclusive.
-    """
-    broken = [c for c in comparisons if c.verdict == BROKEN]
-    if broken:
-        return REGRESSION, [f"{c.name} failed on head: {c.detail}" for c in broken]
-    canaries = [c for c in comparisons if c.canary and c.verdict in (DRIFT, UNSTABLE)]
-    untrusted = list(machine) + [f"canary {c.name}: {c.detail}" for c in canaries]
-    if untrusted:
-        return INCONCLUSIVE, untrusted
-    slower = [c for c in comparisons if c.verdict == SLOWER]
-    if slower:
-        return REGRESSION, [f"{c.name} is {c.detail}" for c in slower]
-    unstable = [c for c in comparisons if c.verdict == UNSTABLE]
-    if unstable:
-        return INCONCLUSIVE, [f"{c.name}: {c.detail}" for c in unstable]
-    return PASS, []
-
-
-# --------------------------------------------------------------------------------------------
-# Output: a Markdown summary for $GITHUB_STEP_SUMMARY and a JSON record.
-
-_HEADLINES = {
-    PASS: "✅ pass",
-    REGRESSION: "❌ regression",
-    USAGE: "⚠️ usage error",
-    INCONCLUSIVE: "⚠️ inconclusive: rerun",
-    INFRA: "⚠️ infrastructure failure",
-    INTERRUPTED: "⚠️ interrupted",
-}
-_VERDICT_CELLS = {
-    SAME: "✅ same",
-    FASTER: "✅ faster",
-    SLOWER: "❌ slower",
-    UNSTABLE: "⚠️ unstable",
-    DRIFT: "⚠️ drift",
-    BROKEN: "❌ broken on head",
-    NEW: "— new on head",
-}
-
-
-def format_seconds(seconds: float | None) -> str:
-    if seconds is None:
-        return "—"
-    if seconds >= 1:
-        return f"{seconds:.3f} s"
-    if seconds >= 1e-3:
-        return f"{seconds * 1e3:.3f} ms"
-    return f"{seconds * 1e6:.1f} µs"
-
-
-def _cell(seconds: float | None, flops: int | None) -> str:
-    text = format_seconds(seconds)
-    if seconds and flops:
-        text += f" ({flops / seconds / 1e12:.1f} TFLOP/s)"
-    return text
-
-
-def _short(sha: str | None) -> str:
-    return (sha or "?")[:10]
-
-
-def render_markdown(report: Report) -> str:
-    meta = report.meta
-    lines = [f"### GEMM performance gate: {_HEADLINES[report.status]}", ""]
-    if meta.get("head_sha"):
-        where = f" on {meta['gpu']}" if meta.get("gpu") else ""
-        text = (
-            f"Head `{_short(meta['head_sha'])}` ({meta.get('head_rev')}) against base "
-            f"`{_short(meta.get('base_sha'))}` (merge-base with {meta.get('base_rev')}){where}."
-        )
-        gate = meta.get("gate")
-        if gate:  # known once the workers have reported the GPU
-            text = text[:-1] + (
-                f": {gate['rounds']} interleaved rounds × {gate['samples']} launches. "
-                f"A benchmark fails when head is more than {gate['tolerance']:.1%} slower "
-                f"with p < {gate['alpha']:g}."
-            )
-        lines += [text, ""]
-    if report.comparisons:
-        lines += ["| benchmark | base | head | ratio | verdict |", "|---|--:|--:|--:|---|"]
-        for c in report.comparisons:
-            name = f"{c.name} (canary)" if c.canary else c.name
-            ratio = f"{c.ratio:.3f}" if c.ratio is not None else "—"
-            verdict = _VERDICT_CELLS[c.verdict] + (f": {c.detail}" if c.detail else "")
-            cells = [
-                name,
-                _cell(c.base_median, c.flops),
-                _cell(c.head_median, c.flops),
-                ratio,
-                verdict,
-            ]
-            lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
-        lines.append("")
-    for reason in report.reasons:
-        first, *rest = [part.strip() for part in reason.strip().splitlines()]
-        lines.append(f"- **{first}**")
-        lines += [f"  - {part}" for part in rest if part]
-    for note in report.notes:
-        lines.append(f"- {note}")
-    if report.reasons or report.notes:
-        lines.append("")
-    footer = ""
-    if report.comparisons:
-        footer = (
-            "ratio = head ÷ base, medians of the per-round medians; "
-            "p from a one-sided Mann-Whitney U test."
-        )
-    if meta.get("wall_s") is not None:
-        footer += f" Wall time {meta['wall_s']:.1f} s."
-    if report.status == INCONCLUSIVE:
-        footer += (
-            " Inconclusive means the machine could not be trusted for this run: rerun the job."
-        )
-    lines.append(f"<sub>{footer.strip()}</sub>")
-    return "\n".join(lines) + "\n"
-
-
-def report_json(report: Report) -> dict:
-    benchmarks = []
-    for c in report.comparisons:
-        benchmarks.append(
-            {
-                "name": c.name,
-                "canary": c.canary,
-                "verdict": c.verdict,
-                "detail": c.detail,
-                "base_median_s": c.base_median,
-                "head_median_s": c.head_median,
-                "ratio": c.ratio,
-                "p_slower": c.p_slower,
-                "p_faster": c.p_faster,
-                "base_spread": c.base_spread,
-                "head_spread": c.head_spread,
-                "flops": c.flops,
-                "base_rounds_s": c.base,
-                "head_rounds_s": c.head,
-                "base_samples_s": c.base_samples,
-                "head_samples_s": c.head_samples,
-            }
-        )
-    return {
-        "schema": 1,
-        "status": report.status,
-        "exit_code": report.exit_code,
-        "reasons": report.reasons,
-        "notes": report.notes,
-        **report.meta,
-        "benchmarks": benchmarks,
-        "gpu_states": report.states,
-    }
-
-
-# --------------------------------------------------------------------------------------------
-# Git worktrees and worker processes.
-
-
 def _git(repo: Path, *args: str) -> str:
-    done = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True)
-    if done.returncode != 0:
-        raise UsageError(
-            f"git {' '.join(args)} failed: {done.stderr.strip() or done.stdout.strip()}"
-        )
-    return done.stdout.strip()
-
-
-class WorkerProcess:
-    """One side's ``gemmbench.gate_worker``, spoken to in JSON lines."""
-
-    def __init__(self, side: str, root: Path, cases_from: str) -> None:
-        self.side, self.root, self.cases_from = side, root, cases_from
-        self.proc: subprocess.Popen | None = None
-        self._messages: queue.Queue = queue.Queue()
-        self._log: deque[str] = deque(maxlen=40)
-
-    def start(self) -> None:
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(
-            filter(None, [str(_HARNESS_ROOT), env.get("PYTHONPATH")])
-        )
-        env["PYTHONDONTWRITEBYTECODE"] = "1"  # leave the worktree as git made it
-        env["PYTHONUNBUFFERED"] = "1"
-        command = [
-            sys.executable,
-            "-m",
-            "gemmbench.gate_worker",
-            "--root",
-            str(self.root),
-            "--cases-from",
-            self.cases_from,
-        ]
-        # cwd is the harness's root, not the worktree: `-m` puts cwd first on sys.path, and the
-        # worker must load gemmbench from here before it puts the worktree ahead for `gemm`.
-        # A new session keeps a terminal's Ctrl-C away from the worker; the gate stops it.
-        self.proc = subprocess.Popen(
-            command,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            encoding="utf-8",
-            errors="replace",
-            cwd=_HARNESS_ROOT,
-            env=env,
-            start_new_session=True,
-        )
-        threading.Thread(target=self._read_stdout, daemon=True).start()
-        threading.Thread(target=self._read_stderr, daemon=True).start()
-
-    def _read_stdout(self) -> None:
-        for line in self.proc.stdout:
-            self._messages.put(line)
-        self._messages.put(None)
-
-    def _read_stderr(self) -> None:
-        for line in self.proc.stderr:
-            self._log.append(line.rstrip("\n"))
-            print(f"[{self.side}] {line}", end="", file=sys.stderr, flush=True)
-
-    def log(self) -> str:
-        return "\n".join(self._log)
-
-    def send(self, message: dict) -> None:
-        try:
-            self.proc.stdin.write(json.dumps(message) + "\n")
-            self.proc.stdin.flush()
-        except (BrokenPipeError, OSError, ValueError):
-            raise self._died() from None
-
-    def _died(self) -> WorkerFailure:
-        try:
-            code = self.proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            code = None
-        tail = self._log[-1] if self._log else "no output"
-        return WorkerFailure(
-            self.side, "crash", f"worker exited with code {code} ({tail})", log=self.log()
-        )
-
-    def receive(self, timeout: float) -> dict:
-        try:
-            line = self._messages.get(timeout=timeout)
-        except queue.Empty:
-            raise WorkerFailure(
-                self.side, "timeout", f"no answer within {timeout:.0f} s", log=self.log()
-            ) from None
-        if line is None:
-            raise self._died()
-        try:
-            message = json.loads(line)
-        except ValueError:
-            raise WorkerFailure(
-                self.side, "protocol", f"unreadable message {line.strip()!r}"
-            ) from None
-        if message.get("event") == "error":
-            raise WorkerFailure(
-                self.side,
-                message.get("kind", "case"),
-                message.get("message", "unknown error"),
-                message.get("case"),
-                log=message.get("traceback", "") or self.log(),
-            )
-        return message
-
-    def request(self, message: dict, timeout: float) -> dict:
-        self.send(message)
-        return self.receive(timeout)
-
-    def stop(self) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        with contextlib.suppress(Exception):
-            self.send({"op": "quit"})
-            self.proc.stdin.close()
-        try:
-            self.proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-
-
-def _read_gpu_state(round_index: int) -> dict:
-    """``gemmbench.machine.gpu_state()`` with the round added; never raises."""
+    """git's output; a failure is a usage error (a bad revision or no repository)."""
     try:
-        from . import machine
-
-        state = machine.gpu_state()
-    except Exception as exc:  # module missing, no NVML, no driver: monitoring is best effort
-        return {"round": round_index, "unavailable": f"gpu_state: {type(exc).__name__}: {exc}"}
-    if not isinstance(state, Mapping):
-        return {"round": round_index, "unavailable": "gpu_state() returned no reading"}
-    return {"round": round_index, **state}
+        return git(repo, *args)
+    except GitError as exc:
+        raise UsageError(str(exc)) from None
 
 
-class _Monitor:
-    """Reads the GPU state in the background while a round runs.
+def apply_overrides(
+    config: thresholds_mod.Thresholds, args: argparse.Namespace
+) -> thresholds_mod.Thresholds:
+    """``config`` with --rounds and --samples applied (checked like the file's values)."""
+    for option in ("rounds", "samples"):
+        value = getattr(args, option, None)
+        if value is not None:
+            config = config.with_gate(f"--{option}", **{option: value})
+    return config
 
-    A reading during a round shows the clock under load, not the idle clock between rounds, and
-    nvidia-smi's latency (tens to hundreds of ms) overlaps the measurement instead of adding to
-    the gate's wall time. A new reading is skipped while the previous one is still running.
+
+def pin_to_one_cpu(pids: Sequence[int]) -> int | None:
+    """Pin the workers to one and the same CPU of ours; returns it (None where unsupported).
+
+    Host-side launch work and CPU-timed cases then run under the same conditions on both sides:
+    unpinned, each worker settles on its own core, and a core that another process keeps busy
+    slows one side only, consistently enough to look significant (seen in the CPU A/A test).
+    The rounds never run both sides at once, so sharing one core costs no time.
     """
-
-    def __init__(self) -> None:
-        self.states: list[dict] = []
-        self._thread: threading.Thread | None = None
-
-    def sample(self, round_index: int) -> None:
-        if self._thread is not None and self._thread.is_alive():
-            return
-        self._thread = threading.Thread(
-            target=lambda: self.states.append(_read_gpu_state(round_index)), daemon=True
-        )
-        self._thread.start()
-
-    def join(self) -> None:
-        if self._thread is not None:
-            self._thread.join(timeout=40)  # machine.gpu_state gives nvidia-smi 30 s
-
-
-# --------------------------------------------------------------------------------------------
-# One gate run.
+    if not hasattr(os, "sched_setaffinity"):
+        return None
+    cpu = max(os.sched_getaffinity(0))
+    for pid in pids:
+        with contextlib.suppress(OSError):  # a worker that has just died is reported elsewhere
+            os.sched_setaffinity(pid, {cpu})
+    return cpu
 
 
 def _within(path: str | None, root: Path) -> bool:
@@ -597,19 +113,31 @@ def _within(path: str | None, root: Path) -> bool:
 
 
 def _check_origins(side: str, hello: Mapping, root: Path) -> None:
-    """Refuse to compare if a side measured code from outside its own worktree."""
+    """Refuse to compare unless only ``gemm`` came from the side's worktree, the judge from here.
+
+    The measured code may import anything, but the harness that judges it (every ``gemmbench``
+    module and the cases provider) must be this running checkout's, never the revision's own.
+    """
     origins = hello.get("origins") or {}
     provider = origins.get("provider")
-    if provider and not (_within(provider, root) or _within(provider, _HARNESS_ROOT / "gemmbench")):
+    if provider and _within(provider, root.parent):
         raise InfraFailure(
-            f"{side}: the cases provider was imported from {provider}, not from {root}"
+            f"{side}: the cases provider was imported from {provider}, inside a worktree; "
+            "providers come from the harness that runs the gate"
+        )
+    foreign = [
+        f"{name} ({path})"
+        for name, path in (origins.get("harness") or {}).items()
+        if path and not _within(path, _HARNESS_ROOT / "gemmbench")
+    ]
+    if foreign:
+        raise InfraFailure(
+            f"{side}: harness modules came from outside {_HARNESS_ROOT / 'gemmbench'}: "
+            + ", ".join(foreign)
         )
     gemm = origins.get("gemm")
     if gemm and not _within(gemm, root):
-        raise InfraFailure(
-            f"{side}: `gemm` was imported from {gemm}, not from the worktree {root}; "
-            f"a non-editable install of gemm-regress shadows it, uninstall it for the gate"
-        )
+        raise InfraFailure(f"{side}: `gemm` was imported from {gemm}, not from the worktree {root}")
 
 
 class _Run:
@@ -691,8 +219,8 @@ class _Run:
         args = self.args
         revisions = self.resolve_revisions()
         progress(
-            f"head {_short(revisions['head'])} ({args.head}) against base "
-            f"{_short(revisions['base'])} "
+            f"head {short_sha(revisions['head'])} ({args.head}) against base "
+            f"{short_sha(revisions['base'])} "
             f"(merge-base with {args.base})"
         )
         started = time.perf_counter()
@@ -765,8 +293,7 @@ class _Run:
             for side, hello in hellos.items()
         }
         self.config = self.config.for_gpu(device)
-        if args.rounds is not None:
-            self.config = self.config.with_gate("--rounds", rounds=args.rounds)
+        self.config = apply_overrides(self.config, args)
         gate = self.config.gate
         self.meta["thresholds"] = {"path": str(self.config.path), "gpu_table": self.config.gpu}
         self.meta["gate"] = {
@@ -777,6 +304,7 @@ class _Run:
         gpu = any(c["timer"] == "cuda" for c in hellos["head"]["cases"] if c["name"] in names)
 
         self._both(workers, {"op": "prepare", "cases": names, "warmup": 2}, STARTUP_TIMEOUT_S)
+        self.meta["cpu"] = pin_to_one_cpu([w.proc.pid for w in workers.values()])
         self.meta["startup_s"] = time.perf_counter() - started
         progress(
             f"workers ready in {self.meta['startup_s']:.1f} s" + (f" on {device}" if device else "")
@@ -785,7 +313,7 @@ class _Run:
         for side in self.samples:
             self.samples[side] = {name: [] for name in names}
         request = {"op": "measure", "cases": names, "samples": gate.samples}
-        monitor = _Monitor()
+        monitor = GpuMonitor()
         self.states = monitor.states
         try:
             self._rounds(workers, names, request, monitor if gpu else None)
@@ -793,7 +321,7 @@ class _Run:
             monitor.join()
         self.meta["measure_s"] = time.perf_counter() - started - self.meta["startup_s"]
 
-    def _rounds(self, workers, names: list[str], request: dict, monitor: _Monitor | None) -> None:
+    def _rounds(self, workers, names: list[str], request: dict, monitor: GpuMonitor | None) -> None:
         rounds = self.config.gate.rounds
         for r in range(rounds):
             if monitor is not None:
@@ -865,7 +393,7 @@ def _on_sigterm(signum, frame):
 
 
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
+    parser = OneLineErrorParser(
         prog="python -m gemmbench gate",
         description="Compare a pull request's head with its merge-base on this GPU, interleaved.",
         epilog="Exit codes: 0 pass, 1 regression, 2 usage error, 3 inconclusive (rerun), "
@@ -885,6 +413,11 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--json", metavar="PATH", help="write the full result as JSON here")
     parser.add_argument(
         "--rounds", type=int, help="interleaved rounds per side (default from thresholds)"
+    )
+    parser.add_argument(
+        "--samples",
+        type=int,
+        help="timed launches per benchmark per round (default from thresholds)",
     )
     parser.add_argument(
         "--cases",
@@ -926,10 +459,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         previous_sigterm = signal.signal(signal.SIGTERM, _on_sigterm)
     run = None
     try:
-        path = args.thresholds or Path(args.repo) / "thresholds.toml"
+        # The running harness's thresholds, not the revisions': in CI that is the base's file.
+        path = args.thresholds or thresholds_mod.DEFAULT_PATH
         run = _Run(args, thresholds_mod.load(path))
-        if args.rounds is not None:
-            run.config.with_gate("--rounds", rounds=args.rounds)  # fail early, before any checkout
+        apply_overrides(run.config, args)  # fail early, before any checkout
         run.measure()
         report = run.analyze()
     except (UsageError, thresholds_mod.ThresholdsError) as exc:
@@ -949,7 +482,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         status = INTERRUPTED
         progress("interrupted; worktrees and workers were cleaned up")
         report = run.failed(status, "interrupted") if run else Report(status, ["interrupted"])
-        code = 143 if isinstance(exc, _Terminated) else 130
+        code = exitcodes.TERMINATED if isinstance(exc, _Terminated) else exitcodes.INTERRUPTED
         report.meta["wall_s"] = time.perf_counter() - started
         _write_outputs(report, args)
         return code
@@ -957,6 +490,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if previous_sigterm is not None:
             signal.signal(signal.SIGTERM, previous_sigterm)
     report.meta["wall_s"] = time.perf_counter() - started
-    progress(f"{report.status} (exit {report.exit_code}) in {report.meta['wall_s']:.1f} s")
+    if report.status == USAGE:  # one line on stderr, not only the summary on stdout
+        parts = [part.strip() for part in report.reasons[0].splitlines() if part.strip()]
+        print(f"gemmbench gate: {'; '.join(parts)}", file=sys.stderr)
+    else:
+        progress(f"{report.status} (exit {report.exit_code}) in {report.meta['wall_s']:.1f} s")
     _write_outputs(report, args)
     return report.exit_code

@@ -1,9 +1,12 @@
 """One side of the gate: a long-lived process that measures one revision's benchmarks on request.
 
 The gate starts it as ``python -m gemmbench.gate_worker --root WORKTREE --cases-from MOD:FUNC``.
-The worker puts WORKTREE first on ``sys.path``, so ``gemm`` and the provider module come from
-that revision. The harness (this module, ``gemmbench.timing``, ``gemmbench.cases``) is already
-imported from the gate's own checkout, so both sides are timed by the same code.
+Only the measured package (``gemm``) is imported from WORKTREE, through an import hook that maps
+that one name there; the worktree never goes on ``sys.path``. Everything that judges the
+revision (this module, ``gemmbench.timing``, ``gemmbench.cases``, the provider module) comes from
+the running harness, so a revision that rewrites its own ``gemmbench`` changes nothing here.
+The harness's functions are snapshotted before ``gemm`` is imported and checked after every
+request: measured code that patches the timer or the worker is refused (a "case" error).
 
 Protocol: one JSON object per line. The worker speaks on its original stdout. Anything else the
 measured code prints is moved to stderr, so it cannot corrupt a message.
@@ -23,8 +26,11 @@ raised), "cuda" (a CUDA, cuBLAS or device error: the GPU may be at fault) or "pr
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import importlib
+import importlib.machinery
+import importlib.util
 import json
 import os
 import sys
@@ -33,7 +39,11 @@ import traceback
 from collections.abc import Mapping
 from pathlib import Path
 
+from . import exitcodes, measure
 from .cases import TIMERS
+
+# The one package each side's worktree supplies: the code being measured.
+MEASURED_PACKAGE = "gemm"
 
 # Exceptions that can come from the GPU or driver rather than from the revision's code.
 _CUDA_ERRORS = {
@@ -96,6 +106,90 @@ def load_provider(spec: str):
     return module, cases
 
 
+class MeasuredPackageFinder:
+    """An import hook that finds ``name`` (and so its submodules) in ``root`` and nowhere else."""
+
+    def __init__(self, name: str, root: Path) -> None:
+        self.name, self.root = name, root
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname != self.name:
+            return None  # submodules follow the package's own __path__, inside root
+        spec = importlib.machinery.PathFinder.find_spec(fullname, [str(self.root)])
+        if spec is None:
+            # Falling through would import the harness's own copy and measure the wrong code.
+            raise ModuleNotFoundError(f"no package {fullname!r} in {self.root}", name=fullname)
+        return spec
+
+
+def _harness_bindings(provider_module: str) -> dict[str, object]:
+    """Every function and class the judging code holds, by dotted name, to detect patching."""
+    bindings: dict[str, object] = {
+        "time.perf_counter": time.perf_counter,
+        "time.process_time": time.process_time,
+    }
+    cupy = sys.modules.get("cupy")
+    if cupy is not None:
+        for name in ("Event", "get_elapsed_time", "Stream", "get_current_stream"):
+            bindings[f"cupy.cuda.{name}"] = getattr(cupy.cuda, name, None)
+        bindings["cupy.cuda.runtime.memsetAsync"] = cupy.cuda.runtime.memsetAsync
+    for module_name, module in list(sys.modules.items()):
+        # This worker runs as __main__ under `python -m`; its spec still names it gemmbench.
+        spec_name = getattr(getattr(module, "__spec__", None), "name", None) or module_name
+        judging = spec_name == "gemmbench" or spec_name.startswith("gemmbench.")
+        if not (judging or module_name == provider_module):
+            continue
+        bindings[module_name] = module
+        for attr, value in vars(module).items():
+            if callable(value) and getattr(value, "__module__", None) == module_name:
+                bindings[f"{module_name}.{attr}"] = value
+                for member, inner in vars(value).items() if isinstance(value, type) else ():
+                    if callable(inner) or isinstance(inner, (staticmethod, classmethod, property)):
+                        bindings[f"{module_name}.{attr}.{member}"] = inner
+    return bindings
+
+
+def _current_binding(dotted: str):
+    module_name = dotted
+    while module_name and module_name not in sys.modules:
+        module_name = module_name.rpartition(".")[0]
+    if module_name == dotted:
+        return sys.modules[dotted]
+    value = sys.modules.get(module_name)
+    rest = dotted[len(module_name) + 1 :].split(".")
+    for i, part in enumerate(rest):
+        holder = value
+        value = vars(holder).get(part) if isinstance(holder, type) else getattr(holder, part, None)
+        if value is None and i < len(rest) - 1:
+            return None
+    return value
+
+
+class HarnessGuard:
+    """Remembers the harness's bindings and names any that the measured code replaced."""
+
+    def __init__(self, provider_module: str) -> None:
+        self._bindings = _harness_bindings(provider_module)
+
+    def check(self) -> None:
+        changed = [
+            name for name, value in self._bindings.items() if _current_binding(name) is not value
+        ]
+        if changed:
+            raise WorkerError(
+                "case",
+                f"the measured code replaced the harness's {', '.join(sorted(changed)[:5])}; "
+                "measured code must not patch what times it",
+            )
+
+
+def import_cupy_first() -> None:
+    """Import CuPy, where installed, before the measured code, so its timing calls are guarded."""
+    if importlib.util.find_spec("cupy") is not None:
+        with contextlib.suppress(Exception):  # a broken CuPy is reported when a case needs it
+            import cupy  # noqa: F401
+
+
 def _device_name() -> str:
     try:
         import cupy
@@ -110,8 +204,9 @@ def _device_name() -> str:
 class Worker:
     """Holds the side's cases and the timers; answers the gate's requests."""
 
-    def __init__(self, cases: Mapping[str, object]) -> None:
+    def __init__(self, cases: Mapping[str, object], guard: HarnessGuard | None = None) -> None:
         self.cases = cases
+        self.guard = guard
         self._device_timer = None
 
     def _case(self, name) -> object:
@@ -123,9 +218,7 @@ class Worker:
 
     def _device(self):
         if self._device_timer is None:
-            from .timing import DeviceTimer
-
-            self._device_timer = DeviceTimer()
+            self._device_timer = measure.new_timer()
         return self._device_timer
 
     def prepare(self, names, warmup: int) -> None:
@@ -142,6 +235,8 @@ class Worker:
                 raise
             except Exception as exc:
                 raise WorkerError(_kind_of(exc), f"{name}: {_describe(exc)}", name) from exc
+        if self.guard is not None:
+            self.guard.check()
 
     def measure(self, names, samples: int) -> dict[str, list[float]]:
         times = {}
@@ -153,6 +248,8 @@ class Worker:
                 times[name] = self._measure(case, samples=samples, warmup=1 if i == 0 else 0)
             except Exception as exc:
                 raise WorkerError(_kind_of(exc), f"{name}: {_describe(exc)}", name) from exc
+        if self.guard is not None:
+            self.guard.check()
         return times
 
     def _measure(self, case, samples: int, warmup: int) -> list[float]:
@@ -167,9 +264,11 @@ class Worker:
             gc.disable()
             try:
                 for _ in range(samples):
-                    start = time.perf_counter()
+                    # CPU seconds of this process: time other processes take from it is not
+                    # counted, so load on the machine cannot make one side look slower.
+                    start = time.process_time()
                     launch()
-                    times.append(time.perf_counter() - start)
+                    times.append(time.process_time() - start)
             finally:
                 if gc_was_enabled:
                     gc.enable()
@@ -179,13 +278,19 @@ class Worker:
         return times
 
 
-def _origins(root: Path, module) -> dict[str, str | None]:
-    """Where the provider and `gemm` came from, so the gate can check they are this side's."""
-    gemm = sys.modules.get("gemm")
+def _origins(root: Path, module) -> dict:
+    """Where the provider, ``gemm`` and the harness came from, so the gate can check each."""
+    gemm = sys.modules.get(MEASURED_PACKAGE)
+    harness = {
+        name: getattr(mod, "__file__", None)
+        for name, mod in sorted(sys.modules.items())
+        if name == "gemmbench" or name.startswith("gemmbench.")
+    }
     return {
         "root": str(root),
         "provider": getattr(module, "__file__", None),
         "gemm": getattr(gemm, "__file__", None) if gemm else None,
+        "harness": harness,
     }
 
 
@@ -194,9 +299,17 @@ def serve(root: Path, cases_from: str, channel, requests) -> int:
         channel.write(json.dumps(message) + "\n")
         channel.flush()
 
+    finder = MeasuredPackageFinder(MEASURED_PACKAGE, root)
     try:
-        sys.path.insert(0, str(root))
+        import_cupy_first()
+        module_name = cases_from.partition(":")[0]
+        if module_name:
+            with contextlib.suppress(Exception):  # load_provider reports the failure
+                importlib.import_module(module_name)
+        guard = HarnessGuard(module_name)
+        sys.meta_path.insert(0, finder)
         module, cases = load_provider(cases_from)
+        guard.check()
         device = None
         if any(_field(c, "timer") == "cuda" for c in cases.values()):
             device = _device_name()
@@ -213,7 +326,7 @@ def serve(root: Path, cases_from: str, channel, requests) -> int:
                 "pid": os.getpid(),
             }
         )
-        worker = Worker(cases)
+        worker = Worker(cases, guard)
         for line in requests:
             if not line.strip():
                 continue
@@ -260,6 +373,9 @@ def serve(root: Path, cases_from: str, channel, requests) -> int:
             }
         )
         return 1
+    finally:
+        with contextlib.suppress(ValueError):
+            sys.meta_path.remove(finder)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -278,7 +394,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return serve(args.root.resolve(), args.cases_from, channel, sys.stdin)
     except KeyboardInterrupt:
-        return 130
+        return exitcodes.INTERRUPTED
     finally:
         channel.close()
 

@@ -16,12 +16,22 @@ import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from gemmbench import exitcodes
 from gemmbench import results as results_check
-from gemmbench.worktrees import detached_worktrees
+from gemmbench.git import GitError, detached_worktrees, git, git_show
+from gemmbench.machine import suspect_reasons
 
-# Exit statuses: 0 every commit stored; 1 some commit's benchmarks failed; 2 usage or setup
-# error; 3 the machine's recorded GPU is not this one; 4 no usable GPU; 130 interrupted.
-EXIT_FAILED, EXIT_SETUP, EXIT_MISMATCH, EXIT_NO_GPU, EXIT_INTERRUPTED = 1, 2, 3, 4, 130
+# Exit statuses, from the one table (gemmbench/exitcodes.py, docs/exit-codes.md): 0 every commit
+# stored; 1 some commit's benchmarks failed; 2 usage or setup error; 4 no usable GPU; 5 the
+# machine's recorded GPU is not this one (it was 3, which now only means "inconclusive");
+# 130 interrupted.
+EXIT_FAILED, EXIT_SETUP, EXIT_MISMATCH, EXIT_NO_GPU, EXIT_INTERRUPTED = (
+    exitcodes.FAILED,
+    exitcodes.USAGE,
+    exitcodes.IDENTITY_MISMATCH,
+    exitcodes.INFRASTRUCTURE,
+    exitcodes.INTERRUPTED,
+)
 
 
 class HistoryError(RuntimeError):
@@ -30,12 +40,6 @@ class HistoryError(RuntimeError):
 
 def log(message: str) -> None:
     print(f"history: {message}", flush=True)
-
-
-def git(repo: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", "-C", str(repo), *args], check=True, capture_output=True, text=True
-    ).stdout.strip()
 
 
 def commits_in(repo: Path, revrange: str) -> list[str]:
@@ -48,8 +52,8 @@ def commits_in(repo: Path, revrange: str) -> list[str]:
             out = git(repo, "rev-list", "--first-parent", "--reverse", revrange)
             return out.split()
         return [git(repo, "rev-parse", "--verify", f"{revrange}^{{commit}}")]
-    except subprocess.CalledProcessError as exc:
-        reason = (exc.stderr.strip() or "no output").splitlines()[0]
+    except GitError as exc:
+        reason = (exc.reason or "no output").splitlines()[0]
         raise HistoryError(f"git does not know {revrange!r} ({reason}); give commits of this "
                            "repository, e.g. main~3..main, fetching them first if needed") from exc
 
@@ -172,8 +176,7 @@ def installed_code(python: str, package: str, repo: Path, sha: str) -> dict:
     committed = git(repo, "ls-tree", "-r", "--name-only", sha, "--", f"{package}/").split("\n")
     matched, different, not_installed = 0, [], []
     for name in filter(None, committed):
-        blob = subprocess.run(["git", "-C", str(repo), "show", f"{sha}:{name}"],
-                              capture_output=True, check=True).stdout
+        blob = git_show(repo, f"{sha}:{name}")
         installed = package_dir / Path(name).relative_to(package)
         if not installed.exists():
             not_installed.append(name)
@@ -271,15 +274,17 @@ def summarize_conditions(path: Path, since: float) -> tuple[str, list[str]]:
         return "no GPU state recorded", []
     clocks = [s["sm_clock_mhz"] for s in states if s.get("sm_clock_mhz") is not None]
     temps = [s["temperature_c"] for s in states if s.get("temperature_c") is not None]
-    throttled = [s for s in states if s.get("throttle_reasons")]
-    busy = [s for s in states if s.get("other_processes")]
+    # machine.suspect_reasons is the one definition (the power cap alone is not suspect).
+    suspect = [(s, suspect_reasons(s)) for s in states]
+    throttled = [reasons for _, reasons in suspect if any(r.startswith("GPU throttled") for r in reasons)]
+    busy = [reasons for _, reasons in suspect if any(r.startswith("GPU busy") for r in reasons)]
     line = (f"{len(states)} benchmark processes: SM {min(clocks, default='?')}-"
             f"{max(clocks, default='?')} MHz, up to {max(temps, default='?')} °C")
     warnings = []
     if throttled:
-        reasons = sorted({r for s in throttled for r in s["throttle_reasons"]})
+        reasons = sorted({r for rs in throttled for r in rs if r.startswith("GPU throttled")})
         warnings.append(f"GPU THROTTLED in {len(throttled)} of {len(states)} processes "
-                        f"({', '.join(reasons)}): these results are suspect")
+                        f"({'; '.join(reasons)}): these results are suspect")
     if busy:
         warnings.append(f"GPU BUSY: other compute processes ran during {len(busy)} of "
                         f"{len(states)} processes: these results are suspect")
@@ -428,11 +433,12 @@ def load_config(path: Path):
 def check_repository(repo: Path, config: Path) -> None:
     """Refuse a "repo" that is not a git work tree: the commits are read from it."""
     try:
-        inside = subprocess.run(["git", "-C", str(repo), "rev-parse", "--is-inside-work-tree"],
-                                capture_output=True, text=True)
+        inside = git(repo, "rev-parse", "--is-inside-work-tree")
     except FileNotFoundError:
         raise HistoryError("git is not installed; install git, which history reads commits with") from None
-    if inside.returncode != 0 or inside.stdout.strip() != "true":
+    except GitError:
+        inside = "false"
+    if inside != "true":
         raise HistoryError(f"{repo} (\"repo\" in {config.name}) is not a git repository; run "
                            "history in a clone of the project")
 

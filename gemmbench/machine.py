@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import re
@@ -12,10 +11,13 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-# Exit status when there is no usable GPU or driver: an infrastructure failure, never a regression.
-EXIT_NO_GPU = 4
-# Exit status when a machine name is already recorded with another GPU identity.
-EXIT_IDENTITY_MISMATCH = 3
+from . import exitcodes
+from .results import OneLineErrorParser
+
+# Exit statuses (gemmbench/exitcodes.py, docs/exit-codes.md): no usable GPU or driver is an
+# infrastructure failure, never a regression; a name recorded with another GPU identity is 5.
+EXIT_NO_GPU = exitcodes.INFRASTRUCTURE
+EXIT_IDENTITY_MISMATCH = exitcodes.IDENTITY_MISMATCH
 
 # Fields of the fingerprint that decide whether two results are comparable. They are stored as
 # asv machine fields, so asv files them per machine and draws a separate graph line whenever one
@@ -43,9 +45,17 @@ CLOCK_EVENT_BITS = {
     0x80: "hw_power_brake_slowdown",
     0x100: "display_clock_setting",
 }
-# Reasons that do not slow a running kernel below what the user asked for: an idle GPU between
-# rounds, clocks the administrator locked, display clocks. All others are reported as throttling.
-BENIGN_REASONS = frozenset({"gpu_idle", "applications_clocks_setting", "display_clock_setting"})
+# The clock-event reasons that make a measurement suspect: the GPU slowed itself below what its
+# power limit allows, for heat, a hardware signal or an external power brake. Idle, locked
+# application clocks, display clocks and sync boost say nothing against a measurement.
+# The software power cap (sw_power_cap) alone is not suspect either, decided once here for the
+# gate, history and `machine`: a compute-bound GEMM holds an H200 at its board power limit as a
+# matter of course, so the cap is the loaded GPU's steady state, the same for base and head and
+# for every commit of a history. Flagging it would call every loaded run suspect. Where the cap
+# does lower the clock sharply within a run, the gate's clock-drop check (max_clock_drop) sees it.
+SUSPECT_REASONS = frozenset(
+    {"hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown"}
+)
 
 _SMI_TIMEOUT_S = 30
 _NA_VALUES = {"", "[N/A]", "N/A", "[Not Supported]", "Not Supported", "[Unknown Error]"}
@@ -94,8 +104,7 @@ def parse_query_csv(text: str, fields: Sequence[str]) -> list[dict[str, str | No
 
 
 def parse_reason_mask(mask: str | None) -> list[str]:
-    """Names of the active clock-event reasons in nvidia-smi's hex mask, e.g. "0x0000000000000004".
-    """
+    """Names of the active clock-event reasons in nvidia-smi's hex mask, e.g. "0x0000000000000004"."""
     if mask is None:
         return []
     bits = int(mask, 16)
@@ -122,14 +131,14 @@ def state_from_row(row: Mapping[str, str | None], other_processes: int) -> dict:
         "sm_clock_mhz": None if sm is None else int(sm),
         "max_sm_clock_mhz": None if max_sm is None else int(max_sm),
         "temperature_c": None if temperature is None else int(temperature),
-        "throttle_reasons": [r for r in reasons if r not in BENIGN_REASONS],
+        "throttle_reasons": [r for r in reasons if r in SUSPECT_REASONS],
         "clock_event_reasons": reasons,
         "other_processes": other_processes,
     }
 
 
 def clocks_locked(row: Mapping[str, str | None]) -> str:
-    """"yes", "no" or "unknown": locked if application clocks differ from the defaults or the
+    """ "yes", "no" or "unknown": locked if application clocks differ from the defaults or the
     application-clocks reason is active (what `nvidia-smi -lgc`/`-ac` leave behind)."""
     applied = row.get("clocks.applications.graphics")
     default = row.get("clocks.default_applications.graphics")
@@ -147,17 +156,33 @@ def describe_state(state: Mapping) -> str:
         f"SM {state.get('sm_clock_mhz')}/{state.get('max_sm_clock_mhz')} MHz, "
         f"{state.get('temperature_c')} °C"
     )
-    problems = problems_in_state(state)
+    problems = suspect_reasons(state)
     return text + (f"; {'; '.join(problems)}" if problems else "")
 
 
-def problems_in_state(state: Mapping) -> list[str]:
-    """Why a measurement taken in this state cannot be trusted (empty list: nothing seen)."""
+def normalize_reason(reason: object) -> str:
+    """nvidia-smi's "SW Thermal Slowdown" and NVML's "sw_thermal_slowdown" as the same name."""
+    return str(reason).strip().lower().replace(" ", "_").replace("-", "_")
+
+
+def suspect_reasons(state: Mapping, expected_processes: int = 0) -> list[str]:
+    """Why a measurement taken in this GPU state cannot be trusted (empty list: nothing seen).
+
+    The one definition of a suspect GPU state, used by the gate, history and ``machine``: a
+    slowdown reason in SUSPECT_REASONS (see there why the software power cap alone is not one),
+    or more compute processes on the GPU than ``expected_processes`` (the gate expects its own
+    workers). Clock drops need a run's series to judge and are the gate's own check.
+    """
     problems = []
-    if state.get("throttle_reasons"):
-        problems.append("GPU throttled (" + ", ".join(state["throttle_reasons"]) + ")")
-    if state.get("other_processes"):
-        problems.append(f"GPU busy ({state['other_processes']} other compute process(es))")
+    reasons = [*(state.get("throttle_reasons") or []), *(state.get("clock_event_reasons") or [])]
+    slowdowns = list(
+        dict.fromkeys(r for r in map(normalize_reason, reasons) if r in SUSPECT_REASONS)
+    )
+    if slowdowns:
+        problems.append("GPU throttled (" + ", ".join(slowdowns) + ")")
+    others = state.get("other_processes")
+    if isinstance(others, int) and not isinstance(others, bool) and others > expected_processes:
+        problems.append(f"GPU busy ({others} other compute process(es))")
     return problems
 
 
@@ -192,6 +217,7 @@ def query_gpu(fields: Sequence[str]) -> dict[str, str | None]:
     Drivers before the 535 rename know the reasons as clocks_throttle_reasons.*; ask again with
     that name if the new one is refused.
     """
+
     def ask(names: Sequence[str]) -> str:
         query = f"--query-gpu={','.join(names)}"
         return _run_smi(["-i", _device_index(), query, "--format=csv,noheader,nounits"])
@@ -329,15 +355,23 @@ def default_name(gpu: Mapping[str, str]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = OneLineErrorParser(
         prog="python -m gemmbench machine",
         description="Record this GPU's fingerprint as asv machine NAME in ~/.asv-machine.json.",
     )
     parser.add_argument("--name", help="asv machine name (default: from the GPU model)")
-    parser.add_argument("--results-dir", type=Path, default=Path(".asv/results"),
-                        help="results directory whose NAME/machine.json must agree")
-    parser.add_argument("--machine-file", type=Path, default=None,
-                        help="asv machine file (default ~/.asv-machine.json)")
+    parser.add_argument(
+        "--results-dir",
+        type=Path,
+        default=Path(".asv/results"),
+        help="results directory whose NAME/machine.json must agree",
+    )
+    parser.add_argument(
+        "--machine-file",
+        type=Path,
+        default=None,
+        help="asv machine file (default ~/.asv-machine.json)",
+    )
     parser.add_argument("--print", action="store_true", help="also print the record as JSON")
     args = parser.parse_args(argv)
 
@@ -363,9 +397,11 @@ def main(argv: list[str] | None = None) -> int:
 
     record = machine_record(name, gpu)
     save_record(name, record, machine_file)
-    print(f"asv machine {name!r}: {gpu['gpu_model']} (compute {gpu['gpu_compute_capability']}), "
-          f"driver {gpu['gpu_driver']}, CUDA {gpu['gpu_cuda_runtime']}, CuPy {gpu['gpu_cupy']}, "
-          f"clocks locked: {gpu['gpu_clocks_locked']}; now {describe_state(state)}")
+    print(
+        f"asv machine {name!r}: {gpu['gpu_model']} (compute {gpu['gpu_compute_capability']}), "
+        f"driver {gpu['gpu_driver']}, CUDA {gpu['gpu_cuda_runtime']}, CuPy {gpu['gpu_cupy']}, "
+        f"clocks locked: {gpu['gpu_clocks_locked']}; now {describe_state(state)}"
+    )
     if args.print:
         print(json.dumps(record, indent=2, sort_keys=True))
     return 0

@@ -10,6 +10,8 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+from . import exitcodes
+
 # asv writes result files with api version 2 and machine.json with version 1 (asv 0.6).
 RESULT_API_VERSION = 2
 MACHINE_API_VERSION = 1
@@ -189,33 +191,33 @@ def main(argv: list[str] | None = None) -> int:
     if not args.results_dir.exists():
         print(f"check-results: {args.results_dir} does not exist; run it in the project's folder "
               "or pass --results-dir", file=sys.stderr)
-        return 2
+        return exitcodes.USAGE
     if not args.results_dir.is_dir():
         print(f"check-results: {args.results_dir} is not a folder; pass the asv results folder "
               "(.asv/results) as --results-dir", file=sys.stderr)
-        return 2
+        return exitcodes.USAGE
     try:
         if args.machine is not None and not (args.results_dir / args.machine).is_dir():
             here = ", ".join(sorted(p.name for p in args.results_dir.iterdir() if p.is_dir()))
             print(f"check-results: no results stored for machine {args.machine!r} in "
                   f"{args.results_dir}; check --machine (machines there: {here or 'none'})",
                   file=sys.stderr)
-            return 1
+            return exitcodes.FAILED
         problems = list(iter_problems(args.results_dir, args.machine))
     except OSError as exc:
         print(f"check-results: cannot read {exc.filename} ({exc.strerror}); check its "
               "permissions", file=sys.stderr)
-        return 2
+        return exitcodes.USAGE
     for path, problem in problems:
         print(f"CORRUPT {path}: {problem}", file=sys.stderr)
     if problems:
         files = len({path for path, _ in problems})
         print(f"check-results: {files} file(s) would be skipped or misread by asv; fix or delete "
               "them (history measures a deleted commit again)", file=sys.stderr)
-        return 1
+        return exitcodes.FAILED
     count = count_result_files(args.results_dir, args.machine)
     print(f"check-results: {count} result file(s) in {args.results_dir} are valid")
-    return 0
+    return exitcodes.OK
 
 
 if __name__ == "__main__":

@@ -23,13 +23,13 @@ import json
 import math
 import re
 import statistics
-import subprocess
 import sys
 from pathlib import Path
 
 from gemm import VARIANTS, dispatch
 from gemm.dispatch_table import TABLES
 from gemm.variants import Config, Variant, config_name
+from gemmbench.git import GitError, git
 
 REPO = Path(__file__).resolve().parents[1]
 TABLE_PATH = Path(dispatch.__file__).with_name("dispatch_table.py")
@@ -193,10 +193,10 @@ def replace_section(doc: str, gpu_name: str, section: str) -> str:
 
 
 def _commit() -> str:
-    done = subprocess.run(
-        ["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
-    )
-    return done.stdout.strip() or "unknown commit"
+    try:
+        return git(REPO, "rev-parse", "--short", "HEAD") or "unknown commit"
+    except (GitError, OSError):  # a copied tree without .git, or no git at all
+        return "unknown commit"
 
 
 def measure(shapes, args, progress=sys.stderr) -> list[dict]:

@@ -58,13 +58,18 @@ json.dump(conf, open(path, "w"), indent=2)
 EOF
 }
 
-install_commit() { # install_commit SHA: that commit's package into python3, from a worktree
-    local wt="$EV/wt-install"
-    git worktree remove --force "$wt" 2>/dev/null || true
-    git worktree add --detach --force "$wt" "$1" >/dev/null
-    (cd /tmp && "$PY" -m pip install --no-deps --no-build-isolation --force-reinstall \
-        --no-cache-dir --quiet "$wt")
-    git worktree remove --force "$wt"
+install_commit() { # install_commit SHA: that commit's package into python3, as history installs it
+    PYTHONPATH=$REPO "$PY" - "$REPO" "$1" "$PY" <<'EOF'
+import sys
+from pathlib import Path
+
+from gemmbench.git import detached_worktrees
+from gemmbench.history import install
+
+repo, sha, python = sys.argv[1:4]
+with detached_worktrees(Path(repo), {"commit": sha}, "asv-evidence-install-") as trees:
+    install(python, trees["commit"])
+EOF
 }
 
 HEAD_SHA=$(git rev-parse HEAD)
@@ -145,28 +150,13 @@ if has_phase history; then
     [[ ${#real[@]} -ge 1 ]] || { echo "HEAD has no gemm/kernels/03_coarsened.cu"; exit 2; }
     [[ ${#real[@]} -eq $REAL_COMMITS ]] || echo "note: only ${#real[@]} commits have the kernel"
     base=$(git rev-parse "${real[-1]}^")
-    # The throwaway commit: HEAD plus a K loop that runs 30% more (zero-padded) tiles.
+    # The throwaway commit: HEAD plus a K loop that runs 30% more (zero-padded) steps.
     wt="$EV/wt-slow"
     git worktree remove --force "$wt" 2>/dev/null || true
     git worktree add --detach --force "$wt" "$HEAD_SHA" >/dev/null
-    "$PY" - "$wt/gemm/kernels/03_coarsened.cu" <<'EOF'
-import sys
-path = sys.argv[1]
-text = open(path).read()
-edits = [
-    ("    fetch(0);\n",
-     "    // Evidence only: 30% extra K tiles, all zero-padded, so C is unchanged but slower.\n"
-     "    const int K_PADDED = K + (3 * K / 10 + BK - 1) / BK * BK;\n    fetch(0);\n"),
-    ("for (int k0 = 0; k0 < K; k0 += BK) {", "for (int k0 = 0; k0 < K_PADDED; k0 += BK) {"),
-    ("const bool more = k0 + BK < K;", "const bool more = k0 + BK < K_PADDED;"),
-]
-for old, new in edits:
-    if text.count(old) != 1:
-        sys.exit(f"slowdown edit does not apply: {old.strip()!r} occurs {text.count(old)} times")
-    text = text.replace(old, new)
-open(path, "w").write(text)
-print("slowdown applied: coarsened K loop runs 30% extra zero-padded tiles")
-EOF
+    # The one planter (scripts/slowdown.py, shared with the gate's evidence): 30% more K-steps,
+    # all zero-padded, so C is unchanged but slower.
+    "$PY" "$REPO/scripts/slowdown.py" apply 30 "$wt/gemm/kernels/03_coarsened.cu"
     git -C "$wt" -c user.name=evidence -c user.email=evidence@localhost commit -qam \
         "evidence: coarsened K loop runs 30% extra zero-padded tiles (deliberate slowdown)"
     git branch -f "$SLOW_BRANCH" "$(git -C "$wt" rev-parse HEAD)"

@@ -34,11 +34,7 @@ def l2(args) -> int:
     rows = []
     for label in common.SHAPES:
         for variant in common.VARIANT_NAMES:
-            a, b, c = common.prepare(variant, label)
-
-            def launch(a=a, b=b, c=c, variant=variant):
-                return gemm.matmul(a, b, variant=variant, out=c)
-
+            launch = common.prepare(variant, label)
             stats = {}
             # Alternate blocks of the two policies so drift hits both.
             samples = {"cold": [], "warm": []}

@@ -10,6 +10,7 @@ set -uo pipefail
 out=${1:?usage: scripts/gate-evidence.sh OUTDIR}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
+# shellcheck source=scripts/_env.sh
 source "$(dirname "$0")/_env.sh"
 set +e
 cd "$repo" || exit 1

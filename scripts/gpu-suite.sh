@@ -30,7 +30,7 @@ PYTHON=$PY bash scripts/sanitize.sh "$out/sanitizer" 2>&1 | tee "$out/sanitizer.
 rc=${PIPESTATUS[0]}; [[ $rc -eq 0 ]] || status=1
 
 banner "speed-up report"
-"$PY" -m gemm 1024 2048 4096 8192 8192x1024x4096 --json "$out/report.json" 2>"$out/report-progress.log" \
+"$PY" -m gemmbench report 1024 2048 4096 8192 8192x1024x4096 --json "$out/report.json" 2>"$out/report-progress.log" \
     | tee "$out/report.txt"
 rc=${PIPESTATUS[0]}; [[ $rc -eq 0 ]] || status=1
 

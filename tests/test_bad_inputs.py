@@ -80,6 +80,21 @@ CASES = [
     Case("check-results-unknown-option", f"{CHECK} --bogus", 2, "unrecognized arguments: --bogus", cwd="scratch"),
     Case("matmul-config-static-assert", MATMUL.format("variant='coarsened', config={'TM': 6}"), 1, "breaks a kernel constraint: a thread's outputs come in groups of four (float4)"),
     Case("matmul-config-over-1024-threads", MATMUL.format("variant='naive', config={'BLOCK_X': 64, 'BLOCK_Y': 32}"), 1, "needs 2048 threads a block, over CUDA's limit of 1024"),
+    Case("gemmbench-no-command", "python -m gemmbench", 2, "no command given; name one of gate"),
+    Case("gemmbench-unknown-command", "python -m gemmbench gates", 2, "unknown command 'gates'"),
+    Case("gate-no-base", "python -m gemmbench gate", 2, "the following arguments are required: --base"),
+    Case("gate-unknown-revision", "python -m gemmbench gate --base no-such-branch", 2, "--base 'no-such-branch' is not a commit"),
+    Case("gate-outside-git", "python -m gemmbench gate --base HEAD", 2, "not a git repository", cwd="scratch"),
+    Case("gate-bad-thresholds", "python -m gemmbench gate --base HEAD --thresholds /dev/null", 2, "[gate] table is missing"),
+    Case("gate-too-few-rounds", "python -m gemmbench gate --base HEAD --rounds 2", 2, "--rounds: gate.rounds = 2 can never reach"),
+    Case("report-unwritable-json", "python -m gemmbench report --json /unwritable/x.json", 2, "cannot write --json /unwritable/x.json"),
+    Case("report-unknown-variant", "python -m gemmbench report --variants naive bogus", 2, "unknown variant 'bogus'"),
+    Case("report-bad-shape", "python -m gemmbench report 4096x0", 2, "shape '4096x0' is not N or MxNxK"),
+    Case("report-bad-repeat", "python -m gemmbench report --repeat 0", 2, "--repeat must be ≥ 1"),
+    Case("report-old-entry-point", "python -m gemm", 2, "python -m gemmbench report"),
+    Case("calibrate-too-few-runs", "python -m gemmbench calibrate --runs 1", 2, "--runs must be at least 2"),
+    Case("calibrate-unknown-revision", "python -m gemmbench calibrate --rev no-such-branch", 2, "--rev 'no-such-branch' is not a commit"),
+    Case("machine-unknown-option", "python -m gemmbench machine --bogus", 2, "unrecognized arguments: --bogus"),
 ]
 # fmt: on
 

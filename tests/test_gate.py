@@ -10,8 +10,8 @@ import textwrap
 
 import pytest
 
-from gemmbench import gate
-from gemmbench.gate import (
+from gemmbench import gate, gate_process
+from gemmbench.gate_decision import (
     BROKEN,
     DRIFT,
     FASTER,
@@ -27,9 +27,8 @@ from gemmbench.gate import (
     compare,
     decide,
     gpu_problems,
-    render_markdown,
-    report_json,
 )
+from gemmbench.gate_output import format_seconds, render_markdown, report_json
 from gemmbench.gate_worker import WorkerError, load_provider, serve
 from gemmbench.stats import mann_whitney_u, smallest_p
 from gemmbench.thresholds import GateSettings
@@ -142,7 +141,7 @@ class TestMannWhitneyU:
 
 
 class TestCompare:
-    """Tests for `gate.compare`, the verdict on one benchmark."""
+    """Tests for `gate_decision.compare`, the verdict on one benchmark."""
 
     def test_clear_slowdown(self):
         """10% slower in every round is a regression, and the detail gives both numbers."""
@@ -200,7 +199,7 @@ class TestCompare:
 
 
 class TestGpuProblems:
-    """Tests for `gate.gpu_problems`, the clock, throttle and process checks between rounds."""
+    """Tests for `gate_decision.gpu_problems`, the clock, throttle and process checks between rounds."""
 
     @staticmethod
     def states(*clocks, **extra):
@@ -287,7 +286,7 @@ class TestGpuProblems:
         monkeypatch.setattr(
             machine, "gpu_state", lambda: {"sm_clock_mhz": 1980, "other_processes": 2}
         )
-        monitor = gate._Monitor()
+        monitor = gate_process.GpuMonitor()
         for r in (1, 2):
             monitor.sample(r)
             monitor.join()
@@ -311,7 +310,7 @@ class TestGpuProblems:
 
 
 class TestDecide:
-    """Tests for `gate.decide`, the outcome from verdicts and machine problems."""
+    """Tests for `gate_decision.decide`, the outcome from verdicts and machine problems."""
 
     @staticmethod
     def verdicts(*pairs):
@@ -386,7 +385,7 @@ def sample_report(status=REGRESSION) -> Report:
 
 
 class TestOutputs:
-    """Tests for `gate.render_markdown` and `gate.report_json`."""
+    """Tests for `gate_output.render_markdown` and `gate_output.report_json`."""
 
     def test_markdown_table(self):
         """The summary has a headline, the revisions, one row per benchmark and the reasons."""
@@ -429,10 +428,10 @@ class TestOutputs:
 
     def test_format_seconds(self):
         """Times get a unit that keeps three or four significant digits."""
-        assert gate.format_seconds(2.5) == "2.500 s"
-        assert gate.format_seconds(5.25e-3) == "5.250 ms"
-        assert gate.format_seconds(7.5e-6) == "7.5 µs"
-        assert gate.format_seconds(None) == "—"
+        assert format_seconds(2.5) == "2.500 s"
+        assert format_seconds(5.25e-3) == "5.250 ms"
+        assert format_seconds(7.5e-6) == "7.5 µs"
+        assert format_seconds(None) == "—"
 
 
 class TestMainUsage:
@@ -449,6 +448,8 @@ class TestMainUsage:
         assert gate.main(["--base", "HEAD", "--repo", str(tmp_path), "--thresholds", str(bad)]) == 2
         out = capsys.readouterr()
         assert "speedups.tiled_over_naive is missing" in out.err + out.out
+        # The reason is on stderr as one line, not only in the Markdown on stdout.
+        assert "gemmbench gate: " in out.err and "tiled_over_naive is missing" in out.err
 
 
 PROVIDER = textwrap.dedent(
@@ -476,7 +477,8 @@ class TestWorker:
     @pytest.fixture
     def root(self, tmp_path, monkeypatch):
         (tmp_path / "gate_test_provider.py").write_text(PROVIDER)
-        monkeypatch.setattr(sys, "path", list(sys.path))
+        # The provider comes from the harness's environment (sys.path), never from the root.
+        monkeypatch.setattr(sys, "path", [str(tmp_path), *sys.path])
         yield tmp_path
         sys.modules.pop("gate_test_provider", None)
 
@@ -486,7 +488,6 @@ class TestWorker:
     )
     def test_provider_errors(self, root, func, message):
         """An unusable provider is a "provider" error with a message saying why."""
-        sys.path.insert(0, str(root))
         with pytest.raises(WorkerError, match=message) as info:
             load_provider(f"gate_test_provider:{func}")
         assert info.value.kind == "provider"
@@ -549,22 +550,24 @@ class TestBlame:
     def test_head_fails_base_healthy(self, run, kind):
         """A CUDA error, crash or hang in head while base still answers is head's fault."""
         base = StubWorker()
-        failure = gate.WorkerFailure("head", kind, "illegal memory access", "coarsened-4096")
+        failure = gate_process.WorkerFailure(
+            "head", kind, "illegal memory access", "coarsened-4096"
+        )
         with pytest.raises(gate._HeadBroken):
             run._after_round_failure(failure, {"base": base, "head": StubWorker()}, self.REQUEST)
         assert base.requests == 1
 
     def test_head_and_base_fail(self, run):
         """When base fails the health check too, the GPU is at fault: infrastructure."""
-        base = StubWorker(gate.WorkerFailure("base", "cuda", "ECC error"))
-        failure = gate.WorkerFailure("head", "cuda", "ECC error")
+        base = StubWorker(gate_process.WorkerFailure("base", "cuda", "ECC error"))
+        failure = gate_process.WorkerFailure("head", "cuda", "ECC error")
         with pytest.raises(gate.InfraFailure, match="ECC error"):
             run._after_round_failure(failure, {"base": base, "head": StubWorker()}, self.REQUEST)
 
     def test_head_python_error_needs_no_check(self, run):
         """A Python error in head's code is head's fault without asking base."""
         base = StubWorker()
-        failure = gate.WorkerFailure("head", "case", "AssertionError: differs from cuBLAS")
+        failure = gate_process.WorkerFailure("head", "case", "AssertionError: differs from cuBLAS")
         with pytest.raises(gate._HeadBroken):
             run._after_round_failure(failure, {"base": base, "head": StubWorker()}, self.REQUEST)
         assert base.requests == 0
@@ -574,7 +577,7 @@ class TestBlame:
     )
     def test_infrastructure(self, run, side, kind):
         """Base failing, or a protocol error, is never blamed on the PR."""
-        failure = gate.WorkerFailure(side, kind, "something broke")
+        failure = gate_process.WorkerFailure(side, kind, "something broke")
         with pytest.raises(gate.InfraFailure):
             run._after_round_failure(
                 failure, {"base": StubWorker(), "head": StubWorker()}, self.REQUEST

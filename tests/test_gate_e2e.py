@@ -16,8 +16,9 @@ import pytest
 
 HARNESS_ROOT = Path(__file__).resolve().parent.parent
 
-# The benchmark under test: SHA-256 chains of fixed length, a few hundred microseconds each.
-PROVIDER = """\
+# The measured package of the throwaway repository: a CPU double of `gemm` (the only thing a
+# worker imports from a revision), doing SHA-256 chains of fixed length, under a millisecond each.
+MEASURED = """\
 import hashlib
 import time
 
@@ -25,15 +26,22 @@ WORK = {"hash": 1500, "steady": 1000}
 SLEEP = 0.0
 
 
-def _work(n):
+def work(n):
     h = b"x"
     for _ in range(n):
         h = hashlib.sha256(h).digest()
     time.sleep(SLEEP)
+"""
 
-
+# The cases provider, on the harness's side (PYTHONPATH), as gemmbench.cases is for the real gemm.
+PROVIDER = """\
 def cases():
-    return [{"name": k, "timer": "cpu", "launch": (lambda n=n: _work(n))} for k, n in WORK.items()]
+    import gemm
+
+    return [
+        {"name": k, "timer": "cpu", "launch": (lambda n=n: gemm.work(n))}
+        for k, n in gemm.WORK.items()
+    ]
 """
 
 # Loose on purpose: two cores shared with other jobs make CPU timings noisy, and these tests check
@@ -66,17 +74,30 @@ GIT_ENV = {
 
 
 class Repo:
-    """A throwaway repository holding benchcases.py; each commit() edits it and returns the sha."""
+    """A throwaway repository holding gemm/__init__.py; each commit() edits it and returns the sha.
+
+    The provider sits outside the repository, in a folder the gate's PYTHONPATH names, the way
+    the real provider sits in the harness.
+    """
 
     def __init__(self, path: Path, tmp: Path) -> None:
         self.path, self.tmp = path, tmp
-        self.env = {**os.environ, **GIT_ENV, "HOME": str(tmp), "TMPDIR": str(tmp / "gate-tmp")}
+        provider = tmp / "provider"
+        provider.mkdir()
+        (provider / "benchcases.py").write_text(PROVIDER)
+        self.env = {
+            **os.environ,
+            **GIT_ENV,
+            "HOME": str(tmp),
+            "TMPDIR": str(tmp / "gate-tmp"),
+            "PYTHONPATH": str(provider),
+        }
         (tmp / "gate-tmp").mkdir()
-        path.mkdir()
+        (path / "gemm").mkdir(parents=True)
         self.git("init", "--quiet")
         self.thresholds = tmp / "thresholds.toml"
         self.thresholds.write_text(THRESHOLDS)
-        self.commit("base", PROVIDER)
+        self.commit("base", MEASURED)
 
     def git(self, *args: str) -> str:
         done = subprocess.run(
@@ -89,10 +110,11 @@ class Repo:
         )
         return done.stdout.strip()
 
-    def commit(self, message: str, provider: str | None = None, **files: str) -> str:
-        if provider is not None:
-            files["benchcases.py"] = provider
+    def commit(self, message: str, measured: str | None = None, **files: str) -> str:
+        if measured is not None:
+            files["gemm/__init__.py"] = measured
         for name, text in files.items():
+            (self.path / name).parent.mkdir(parents=True, exist_ok=True)
             (self.path / name).write_text(text)
         self.git("add", "--all")
         self.git("commit", "--quiet", "--allow-empty", "-m", message)
@@ -154,7 +176,7 @@ class TestGateEndToEnd:
     def test_slower_commit_fails(self, repo):
         """A commit that makes `hash` 3× slower exits 1 and names `hash`, not `steady`."""
         base = repo.git("rev-parse", "HEAD")
-        head = repo.commit("slower hash", PROVIDER.replace('"hash": 1500', '"hash": 4500'))
+        head = repo.commit("slower hash", MEASURED.replace('"hash": 1500', '"hash": 4500'))
         code, output, result = repo.gate(base, head)
         assert code == 1, output
         assert result["status"] == "regression"
@@ -184,7 +206,7 @@ class TestGateEndToEnd:
         repo.git("checkout", "--quiet", "-b", "feature")
         head = repo.commit("feature work", **{"notes.txt": "x\n"})
         repo.git("checkout", "--quiet", "-")
-        repo.commit("main moved on", PROVIDER.replace('"hash": 1500', '"hash": 4500'))
+        repo.commit("main moved on", MEASURED.replace('"hash": 1500', '"hash": 4500'))
         code, output, result = repo.gate("HEAD", head, "--rounds", "6")
         assert result["base_sha"] == fork, output
         assert code == 0  # main's later slowdown is not the feature's fault
@@ -192,9 +214,9 @@ class TestGateEndToEnd:
     def test_head_that_raises_fails(self, repo):
         """A head whose benchmark raises exits 1, naming the benchmark and the error."""
         base = repo.git("rev-parse", "HEAD")
-        broken = PROVIDER.replace(
-            "    time.sleep(SLEEP)",
-            "    time.sleep(SLEEP)\n    if n == 1500:\n        raise ValueError('boom')",
+        broken = MEASURED.replace(
+            "    time.sleep(SLEEP)\n",
+            "    time.sleep(SLEEP)\n    if n == 1500:\n        raise ValueError('boom')\n",
         )
         head = repo.commit("broken", broken)
         code, output, result = repo.gate(base, head)
@@ -205,10 +227,8 @@ class TestGateEndToEnd:
 
     def test_base_that_cannot_be_measured_is_infrastructure(self, repo):
         """When base cannot be measured there is nothing to compare: exit 4, not a regression."""
-        base = repo.commit(
-            "no provider", **{"benchcases.py": "raise ImportError('base is broken')\n"}
-        )
-        head = repo.commit("fixed", PROVIDER)
+        base = repo.commit("broken gemm", "raise ImportError('base is broken')\n")
+        head = repo.commit("fixed", MEASURED)
         code, output, result = repo.gate(base, head)
         assert code == 4, output
         assert (
@@ -235,7 +255,7 @@ class TestGateEndToEnd:
     @pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
     def test_interrupt_cleans_up(self, repo, signum, code):
         """Ctrl-C or SIGTERM mid-run removes both worktrees and stops both workers."""
-        head = repo.commit("slow", PROVIDER.replace("SLEEP = 0.0", "SLEEP = 0.05"))
+        head = repo.commit("slow", MEASURED.replace("SLEEP = 0.0", "SLEEP = 0.05"))
         proc = subprocess.Popen(
             repo.gate_command(head, head, "--rounds", "50"),
             cwd=HARNESS_ROOT,
@@ -259,3 +279,148 @@ class TestGateEndToEnd:
             with pytest.raises(ProcessLookupError):
                 os.kill(worker["pid"], 0)
         repo.assert_clean()
+
+
+# What a pull request could write to judge itself: every module of the gate rewritten to pass.
+ALWAYS_PASS = {
+    "gemmbench/gate.py": "def main(argv=None):\n    return 0\n",
+    "gemmbench/gate_decision.py": (
+        "def compare(name, base, head, settings, **kw):\n    raise SystemExit(0)\n"
+        "def decide(comparisons, machine):\n    return 'pass', []\n"
+    ),
+    "gemmbench/stats.py": (
+        "from types import SimpleNamespace\n"
+        "def mann_whitney_u(x, y, alternative):\n    return SimpleNamespace(u=0, p=1.0)\n"
+    ),
+    "gemmbench/gate_worker.py": (
+        "import json, sys\nprint(json.dumps({'event': 'round', 'times': {}}))\nsys.exit(0)\n"
+    ),
+    "gemmbench/cases.py": "TIMERS = ('cpu',)\ndef gemm_cases():\n    return []\n",
+    # Modules a revision might hope the worker imports from its worktree.
+    "benchcases.py": "def cases():\n    return []\n",
+    "sitecustomize.py": "import os\nos._exit(0)\n",
+    "thresholds.toml": THRESHOLDS.replace("tolerance = 0.25", "tolerance = 100.0"),
+}
+
+
+def test_head_rewriting_gate_still_fails(repo):
+    """A head that rewrites gemmbench's gate, stats, worker and cases to pass, and plants a 3×
+    slowdown, still fails: the running harness judges, and only `gemm` comes from the head."""
+    harness = {
+        f"gemmbench/{path.name}": path.read_text()
+        for path in (HARNESS_ROOT / "gemmbench").glob("*.py")
+    }
+    base = repo.commit("the harness at base", **harness)
+    head = repo.commit(
+        "always pass, and slower",
+        MEASURED.replace('"hash": 1500', '"hash": 4500'),
+        **ALWAYS_PASS,
+    )
+    code, output, result = repo.gate(base, head)
+    assert code == 1, output
+    assert verdicts(result) == {"hash": "slower", "steady": "same"}
+    for side, worker in result["workers"].items():
+        origins = worker["origins"]
+        assert Path(origins["gemm"]).is_relative_to(Path(origins["root"])), side
+        assert Path(origins["provider"]).is_relative_to(repo.tmp / "provider"), side
+        assert origins["harness"] and all(
+            Path(p).is_relative_to(HARNESS_ROOT / "gemmbench") for p in origins["harness"].values()
+        ), side
+    repo.assert_clean()
+
+
+def test_head_patching_the_timer_fails(repo):
+    """A head whose `gemm` replaces the clock the worker reads is refused as broken (exit 1)."""
+    base = repo.git("rev-parse", "HEAD")
+    cheat = MEASURED + "\ntime.process_time = lambda: 0.0\n"
+    head = repo.commit("patch the clock", cheat)
+    code, output, result = repo.gate(base, head)
+    assert code == 1, output
+    assert "replaced the harness's time.process_time" in result["reasons"][0]
+    repo.assert_clean()
+
+
+class TestCalibrate:
+    """`python -m gemmbench calibrate` end to end on CPU, with the CPU double of `gemm`."""
+
+    def calibrate(self, repo, *extra: str) -> subprocess.CompletedProcess:
+        command = [
+            sys.executable, "-m", "gemmbench", "calibrate", "--repo", str(repo.path),
+            "--cases-from", "benchcases:cases", "--thresholds", str(repo.thresholds),
+            "--gpu", "CPU double", "--json", str(repo.tmp / "calibrate.json"), *extra,
+        ]  # fmt: skip
+        return subprocess.run(
+            command, cwd=HARNESS_ROOT, env=repo.env, capture_output=True, text=True, timeout=300
+        )
+
+    def test_writes_the_gpu_table_and_keeps_the_file(self, repo):
+        """Three A/A runs: a per-benchmark table, a tolerance ≥ the floor written into
+        [gpu."CPU double".gate], every other line and comment unchanged, and the file loads."""
+        from gemmbench import calibrate, thresholds
+
+        before = repo.thresholds.read_text()
+        done = self.calibrate(repo, "--runs", "3", "--rounds", "6")
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "| hash |" in done.stdout and "| steady |" in done.stdout
+        result = json.loads((repo.tmp / "calibrate.json").read_text())
+        assert len(result["runs"]) == 3 and len(result["benchmarks"]["hash"]["ratios"]) == 3
+        worst = max(b["max_deviation"] for b in result["benchmarks"].values())
+        assert result["tolerance"] >= max(calibrate.FLOOR, calibrate.SAFETY_FACTOR * worst)
+        after = repo.thresholds.read_text()
+        assert after.startswith(before)  # appended, nothing above it touched
+        assert '[gpu."CPU double".gate]' in after and "calibrated by `gemmbench calibrate`" in after
+        loaded = thresholds.load(repo.thresholds).for_gpu("CPU double")
+        assert loaded.gate.tolerance == result["tolerance"]
+        assert loaded.gate.tolerance != thresholds.load(repo.thresholds).gate.tolerance
+        # A second calibration edits the same table in place instead of adding another.
+        again = self.calibrate(repo, "--runs", "2", "--rounds", "6")
+        assert again.returncode == 0, again.stdout + again.stderr
+        assert repo.thresholds.read_text().count('[gpu."CPU double".gate]') == 1
+        repo.assert_clean()
+
+    def test_dry_run_writes_nothing(self, repo):
+        """--dry-run reports the tolerance it would write and leaves the file alone."""
+        before = repo.thresholds.read_text()
+        done = self.calibrate(repo, "--runs", "2", "--rounds", "6", "--dry-run")
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "dry run:" in done.stdout and repo.thresholds.read_text() == before
+
+    @pytest.mark.parametrize(
+        ("extra", "message"),
+        [(("--runs", "1"), "--runs must be at least 2"), (("--rev", "nope"), "not a commit")],
+    )
+    def test_usage_errors(self, repo, extra, message):
+        """Too few runs or an unknown commit exits 2 with the reason on stderr."""
+        done = self.calibrate(repo, *extra)
+        assert done.returncode == 2 and message in done.stderr
+
+
+class TestCalibrateRules:
+    """Tests for calibrate's pure rules: the tolerance, the rounds, editing the table."""
+
+    def test_tolerance(self):
+        """Twice the worst deviation, rounded up to 0.1%, never below the 0.5% floor."""
+        from gemmbench.calibrate import tolerance_for
+
+        assert tolerance_for(0.0042) == 0.009
+        assert tolerance_for(0.001) == 0.005
+        assert tolerance_for(0.01) == 0.02
+
+    def test_rounds(self):
+        """Configured rounds that fit the budget stay; otherwise as many as fit, never under 7."""
+        from gemmbench.calibrate import rounds_for
+
+        assert rounds_for(0.002, 10, per_round_s=0.5, startup_s=3, budget_s=60) == (10, True)
+        assert rounds_for(0.002, 10, per_round_s=6, startup_s=3, budget_s=60) == (9, True)
+        assert rounds_for(0.002, 10, per_round_s=20, startup_s=3, budget_s=60) == (7, False)
+
+    def test_edits_an_existing_table_in_place(self, tmp_path):
+        """An existing [gpu."H200".gate] table gets its tolerance replaced, comments kept."""
+        from gemmbench.calibrate import write_gpu_gate
+
+        path = tmp_path / "t.toml"
+        text = THRESHOLDS + '\n[gpu."H200".gate]\n# why\ntolerance = 0.03  # old\nrounds = 8\n'
+        path.write_text(text)
+        new = write_gpu_gate(path, "H200", {"tolerance": 0.009}, "note")
+        assert "tolerance = 0.009  # old" in new and "# why" in new and "rounds = 8" in new
+        assert new.count("[gpu.") == 1 and path.read_text() == new

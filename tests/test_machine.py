@@ -42,7 +42,7 @@ class TestParseQueryCsv:
         assert rows[1]["clocks_event_reasons.active"] == "0x0000000000000044"
 
     def test_not_available_is_none(self):
-        """"[N/A]" values come back as None."""
+        """ "[N/A]" values come back as None."""
         (row,) = machine.parse_query_csv(IDENTITY_TEXT, machine._IDENTITY_SMI_FIELDS)
         assert row["mig.mode.current"] is None
         assert row["name"] == "NVIDIA H200"
@@ -69,21 +69,55 @@ class TestReasons:
         assert machine.parse_reason_mask(None) == []
 
     def test_throttled_state(self):
-        """A hot, capped GPU reports its reasons, clock and temperature."""
+        """A hot, capped GPU reports its reasons, clock and temperature; the thermal reason is
+        suspect, the power cap alone is not (see machine.SUSPECT_REASONS)."""
         row = machine.parse_query_csv(STATE_TEXT, machine._STATE_FIELDS)[1]
         state = machine.state_from_row(row, other_processes=2)
         assert state == {
             "sm_clock_mhz": 1410,
             "max_sm_clock_mhz": 1980,
             "temperature_c": 87,
-            "throttle_reasons": ["sw_power_cap", "hw_thermal_slowdown"],
+            "throttle_reasons": ["hw_thermal_slowdown"],
             "clock_event_reasons": ["sw_power_cap", "hw_thermal_slowdown"],
             "other_processes": 2,
         }
-        assert machine.problems_in_state(state) == [
-            "GPU throttled (sw_power_cap, hw_thermal_slowdown)",
+        assert machine.suspect_reasons(state) == [
+            "GPU throttled (hw_thermal_slowdown)",
             "GPU busy (2 other compute process(es))",
         ]
+        assert machine.suspect_reasons(state, expected_processes=2) == [
+            "GPU throttled (hw_thermal_slowdown)"
+        ]
+
+    @pytest.mark.parametrize(
+        ("mask", "suspect"),
+        [
+            ("0x4", False),
+            ("0x1", False),
+            ("0x2", False),
+            ("0x10", False),
+            ("0x8", True),
+            ("0x20", True),
+            ("0x40", True),
+            ("0x80", True),
+            ("0x84", True),
+        ],
+    )
+    def test_one_definition_of_suspect(self, mask, suspect):
+        """The power cap, idle, locked clocks and sync boost alone are not suspect; thermal,
+        hardware slowdown and power brake are, in machine and the gate alike."""
+        from gemmbench.gate_decision import gpu_problems
+
+        row = {
+            "clocks.sm": "1980",
+            "clocks.max.sm": "1980",
+            "temperature.gpu": "60",
+            "clocks_event_reasons.active": mask,
+        }
+        state = machine.state_from_row(row, other_processes=0)
+        assert bool(machine.suspect_reasons(state)) is suspect
+        problems, _ = gpu_problems([{"round": 1, **state}], 0.10)
+        assert bool(problems) is suspect
 
     def test_idle_is_not_throttling(self):
         """An idle GPU between rounds is not reported as throttled."""
@@ -91,7 +125,7 @@ class TestReasons:
         state = machine.state_from_row(row, other_processes=0)
         assert state["throttle_reasons"] == []
         assert state["clock_event_reasons"] == ["gpu_idle"]
-        assert machine.problems_in_state(state) == []
+        assert machine.suspect_reasons(state) == []
 
     def test_other_processes_exclude_ours(self):
         """Our own process is not counted as another user of the GPU."""
@@ -144,6 +178,7 @@ class TestMain:
 
     def test_no_gpu_exit_4(self, tmp_path, monkeypatch, capsys):
         """Without a GPU the command exits 4 with one sentence and writes nothing."""
+
         def no_gpu():
             raise machine.NoGpuError("CUDA reports no usable device")
 
@@ -158,22 +193,41 @@ class TestMain:
     def test_real_device_or_exit_4(self, tmp_path):
         """On this machine, the real probe either records a GPU or exits 4; it never crashes."""
         machine_file = tmp_path / "asv-machine.json"
-        status = machine.main(["--name", "probe", "--machine-file", str(machine_file),
-                               "--results-dir", str(tmp_path / "results")])
+        status = machine.main(
+            [
+                "--name",
+                "probe",
+                "--machine-file",
+                str(machine_file),
+                "--results-dir",
+                str(tmp_path / "results"),
+            ]
+        )
         assert status in (0, 4)
         if status == 0:
             record = json.loads(machine_file.read_text())["probe"]
             assert set(machine.IDENTITY_FIELDS) <= set(record)
 
     def test_refuses_mixing(self, tmp_path, monkeypatch, capsys):
-        """A name recorded with an H200 is refused on an H100 (exit 3), and not overwritten."""
+        """A name recorded with an H200 is refused on an H100 (exit 5), and not overwritten."""
         h100 = {**FP, "gpu_model": "NVIDIA H100 80GB HBM3"}
         monkeypatch.setattr(machine, "fingerprint", lambda: h100)
         monkeypatch.setattr(machine, "gpu_state", lambda: machine.state_from_row({}, 0))
         machine_file = tmp_path / "asv-machine.json"
         machine.save_record("h200", {**FP, "machine": "h200"}, machine_file)
-        assert machine.main(["--name", "h200", "--machine-file", str(machine_file),
-                             "--results-dir", str(tmp_path)]) == 3
+        assert (
+            machine.main(
+                [
+                    "--name",
+                    "h200",
+                    "--machine-file",
+                    str(machine_file),
+                    "--results-dir",
+                    str(tmp_path),
+                ]
+            )
+            == 5
+        )
         assert "gpu_model: NVIDIA H200 -> NVIDIA H100" in capsys.readouterr().err
         assert json.loads(machine_file.read_text())["h200"]["gpu_model"] == "NVIDIA H200"
 
@@ -182,8 +236,19 @@ class TestMain:
         monkeypatch.setattr(machine, "fingerprint", lambda: dict(FP))
         monkeypatch.setattr(machine, "gpu_state", lambda: machine.state_from_row({}, 0))
         machine_file = tmp_path / "asv-machine.json"
-        assert machine.main(["--name", "h200", "--machine-file", str(machine_file),
-                             "--results-dir", str(tmp_path)]) == 0
+        assert (
+            machine.main(
+                [
+                    "--name",
+                    "h200",
+                    "--machine-file",
+                    str(machine_file),
+                    "--results-dir",
+                    str(tmp_path),
+                ]
+            )
+            == 0
+        )
         record = json.loads(machine_file.read_text())["h200"]
         assert record["machine"] == "h200" and record["gpu_model"] == "NVIDIA H200"
         assert {"os", "arch", "cpu", "num_cpu", "ram"} <= set(record)

@@ -11,12 +11,11 @@ GPU moves numerator and denominator alike.
 
 from __future__ import annotations
 
-import functools
 import statistics
 
 import pytest
 
-from gemmbench import thresholds
+from gemmbench import measure, thresholds
 from gemmbench.timing import DeviceClock, DeviceTimer, gemm_flops
 
 pytestmark = pytest.mark.gpu
@@ -26,9 +25,6 @@ CLOCK = DeviceClock()
 # and plenty for a median whose run-to-run spread is far below the margins in thresholds.toml.
 ROUNDS = 20
 WARMUP = 3
-# Each variant must agree with cuBLAS to this fraction of max|C| before it is timed (see
-# gemmbench/cases.py): a kernel must not pass by being fast and wrong.
-CHECK_RTOL = 1e-4
 # The variants the speed-up floors compare, slowest first.
 VARIANTS = ("naive", "tiled", "coarsened", "cublas")
 assert {v for pair in thresholds.RATIOS.values() for v in pair} == set(VARIANTS)
@@ -54,22 +50,15 @@ def limits(gpu_name) -> thresholds.Thresholds:
 
 @pytest.fixture(scope="module")
 def operands(limits):
-    """Seeded uniform(-1, 1) n×n float32 inputs and cuBLAS's product of them, as the reference."""
-    import cupy
-
+    """The shape n×n×n of the floors; inputs, check and timing are gemmbench.measure's."""
     n = limits.speedups.n
-    rng = cupy.random.RandomState(seed=n)
-    a = rng.uniform(-1.0, 1.0, (n, n), dtype=cupy.float32)
-    b = rng.uniform(-1.0, 1.0, (n, n), dtype=cupy.float32)
-    reference = cupy.matmul(a, b)
-    return a, b, reference, float(cupy.abs(reference).max())
+    return n, n, n
 
 
 @pytest.fixture(scope="module")
 def device_timer(gpu_name) -> DeviceTimer:
-    timer = DeviceTimer()  # cold L2 before every launch, as in the gate
-    timer.clock = CLOCK  # the clock pytest-benchmark reads (see the benchmark marker below)
-    return timer
+    # The L2 policy for comparisons, as in the gate; CLOCK is what pytest-benchmark reads.
+    return measure.new_timer(clock=CLOCK)
 
 
 @pytest.fixture(scope="module")
@@ -79,20 +68,8 @@ def medians() -> dict[str, float]:
 
 
 def checked_launch(variant: str, operands):
-    """A launch of ``variant`` into a preallocated output, after one checked, compiling call."""
-    import cupy
-
-    from gemm import matmul
-
-    a, b, reference, scale = operands
-    out = cupy.empty_like(reference)
-    matmul(a, b, variant=variant, out=out)
-    error = float(cupy.abs(out - reference).max()) / scale
-    assert error <= CHECK_RTOL, (
-        f"{variant} differs from cuBLAS by {error:.2e} of max|C|; not timing a wrong kernel"
-    )
-    cupy.cuda.Device().synchronize()
-    return functools.partial(matmul, a, b, variant=variant, out=out)
+    """A launch of ``variant`` after one checked, compiling call (a wrong kernel is not timed)."""
+    return measure.prepare(variant, *operands).launch
 
 
 @pytest.mark.benchmark(group="gemm", timer=CLOCK)

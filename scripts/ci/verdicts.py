@@ -17,13 +17,14 @@ import sys
 INFRA = "infrastructure failure, not a regression"
 IDENTITY = (
     "{m} is recorded with another GPU, driver, CuPy, MIG or clock setting; give the runner a new "
-    "machine name (docs/runner-setup.md) (exit 3)"
+    "machine name (docs/runner-setup.md) (exit 5)"
 )
 # step -> exit code -> (level, title, message); {m} is the machine name. Codes not listed get
-# the step's fallback under None.
+# the step's fallback under None. The codes are gemmbench's one table (docs/exit-codes.md):
+# 3 only ever means inconclusive, 5 a machine identity mismatch.
 MESSAGES: dict[str, dict[int | None, tuple[str, str, str]]] = {
     "machine": {
-        3: ("error", "Machine identity changed", IDENTITY),
+        5: ("error", "Machine identity changed", IDENTITY),
         4: ("error", "GPU infrastructure failure", f"{INFRA}: no usable GPU on {{m}} (exit 4)"),
         None: ("error", "Machine registration failed", "gemmbench machine exited {rc} on {m}"),
     },
@@ -65,10 +66,10 @@ MESSAGES: dict[str, dict[int | None, tuple[str, str, str]]] = {
             "Benchmarks failed",
             "some commits' benchmarks failed on {m}; their results are still pushed",
         ),
-        3: (
+        5: (
             "error",
             "Machine identity changed",
-            "{m} is recorded with another GPU; nothing pushed",
+            "{m} is recorded with another GPU; nothing pushed (exit 5)",
         ),
         4: (
             "error",

@@ -1,4 +1,4 @@
-"""Detached git worktrees of chosen commits in a temporary directory, removed however the caller exits."""
+"""The one git helper: run a git command, and detached worktrees removed however the caller exits."""
 
 from __future__ import annotations
 
@@ -12,8 +12,34 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 
-class WorktreeError(RuntimeError):
+class GitError(RuntimeError):
+    """A git command failed; the message names the command, ``reason`` is git's own words."""
+
+    def __init__(self, message: str, reason: str = "") -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+class WorktreeError(GitError):
     """git could not check a commit out; the message carries git's own reason."""
+
+
+def git(repo: Path, *args: str, error: type[GitError] = GitError) -> str:
+    """``git -C repo ARGS``'s stripped stdout; raises ``error`` with git's reason on failure."""
+    done = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True)
+    if done.returncode != 0:
+        reason = done.stderr.strip() or done.stdout.strip() or f"exit {done.returncode}"
+        raise error(f"git {' '.join(args)} failed: {reason}", reason)
+    return done.stdout.strip()
+
+
+def git_show(repo: Path, spec: str) -> bytes:
+    """The bytes of ``git show SPEC`` (e.g. "sha:path"), exactly as committed."""
+    done = subprocess.run(["git", "-C", str(repo), "show", spec], capture_output=True)
+    if done.returncode != 0:
+        reason = done.stderr.decode(errors="replace").strip()
+        raise GitError(f"git show {spec} failed: {reason}", reason)
+    return done.stdout
 
 
 @contextlib.contextmanager
@@ -41,12 +67,7 @@ def detached_worktrees(
     try:
         for name, sha in revisions.items():
             path = tmp / name
-            args = ["worktree", "add", "--detach", "--quiet", str(path), sha]
-            done = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True)
-            if done.returncode != 0:
-                raise WorktreeError(
-                    f"git {' '.join(args)} failed: {done.stderr.strip() or done.stdout.strip()}"
-                )
+            git(repo, "worktree", "add", "--detach", "--quiet", str(path), sha, error=WorktreeError)
             made.append(path)
         yield {name: tmp / name for name in revisions}
     finally:

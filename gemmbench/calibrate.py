@@ -1,0 +1,381 @@
+"""Calibrate the gate on this runner: A/A runs, then this GPU's tolerance into thresholds.toml.
+
+    python -m gemmbench calibrate --runs 10 [--rev HEAD] [--cases a,b] [--budget-s 60] [--dry-run]
+
+Runs the gate ``--runs`` times with the same commit on both sides (A/A), on this machine, and
+reports per benchmark the largest deviation of head ÷ base from 1 and the largest round-to-round
+spread. The tolerance for this GPU is the largest deviation × SAFETY_FACTOR, never below FLOOR,
+rounded up to 0.1%. It is written into the ``[gpu."NAME".gate]`` table of thresholds.toml: only
+that table's ``tolerance`` (and ``rounds``, when the measured time per round says the configured
+rounds do not fit ``--budget-s``) lines change; every other line and comment stays as it was.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime
+import json
+import math
+import re
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import exitcodes
+from . import gate as gate_mod
+from . import thresholds as thresholds_mod
+from .gate_decision import INCONCLUSIVE, INFRA, PASS, REGRESSION, Report
+from .results import OneLineErrorParser
+from .stats import smallest_p
+
+# The tolerance is the worst A/A deviation seen × this factor. The worst of N ≈ 10 runs sits
+# near the tail of the A/A distribution, not at its end; doubling it keeps a run of identical
+# code failing far less than once in the 20+ runs a calibration is checked with, while a slowdown
+# of twice the noise still fails. (H200, 2026-11-29: worst A/A deviation 0.42%, so ~0.9%.)
+SAFETY_FACTOR = 2.0
+# Never below this, however quiet the runner looked: 10 A/A runs cannot show a rarer excursion,
+# and half a percent is about what a change of driver, clock or temperature moves a GEMM by.
+FLOOR = 0.005
+# One gate run should stay within this many seconds (start-up plus rounds), so a PR waits little.
+DEFAULT_BUDGET_S = 60.0
+# The slowdown the calibrated gate is meant to catch every time; reported against the result.
+TARGET_SLOWDOWN = 0.02
+
+
+class CalibrationError(Exception):
+    """A run could not be used: carries the exit code and the reason."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass
+class Observed:
+    """What the A/A runs showed for one benchmark."""
+
+    name: str
+    ratios: list[float] = field(default_factory=list)
+    spreads: list[float] = field(default_factory=list)
+
+    @property
+    def max_deviation(self) -> float:
+        return max(abs(r - 1) for r in self.ratios)
+
+    @property
+    def max_spread(self) -> float:
+        return max(self.spreads)
+
+
+def tolerance_for(max_deviation: float) -> float:
+    """max(FLOOR, SAFETY_FACTOR × max_deviation), rounded up to a tenth of a percent."""
+    raw = max(FLOOR, SAFETY_FACTOR * max_deviation)
+    return math.ceil(round(raw * 1000, 6)) / 1000
+
+
+def rounds_for(
+    alpha: float, configured: int, per_round_s: float, startup_s: float, budget_s: float
+):
+    """The rounds to use: the configured ones if they fit the budget, else as many as fit.
+
+    Never fewer than the smallest number at which a slowdown whose rounds are all separated
+    but one is still significant (2 / C(2R, R) < alpha: 7 rounds at alpha = 0.002), so one
+    disturbed round cannot hide a real slowdown. Returns (rounds, fits).
+    """
+    robust = next(r for r in range(2, 1000) if 2 * smallest_p(r, r) < alpha)
+    fit = math.floor((budget_s - startup_s) / per_round_s) if per_round_s > 0 else configured
+    if configured <= fit:
+        return max(configured, robust), True
+    return max(fit, robust), robust <= fit
+
+
+def gpu_table_name(device: str | None, config: thresholds_mod.Thresholds, given: str | None):
+    """The [gpu."NAME"] table to write: --gpu, else the table matching the device, else its model."""
+    if given:
+        return given
+    if not device:
+        raise CalibrationError(
+            exitcodes.USAGE,
+            "the cases are CPU-timed, so there is no GPU name to file the tolerance under; "
+            "pass --gpu NAME",
+        )
+    matched = thresholds_mod.match_gpu(device, config.overrides)
+    if matched:
+        return matched
+    words = [w for w in re.findall(r"[A-Za-z0-9]+", device) if w.lower() != "nvidia"]
+    return " ".join(words) or device
+
+
+def write_gpu_gate(path: Path, gpu: str, values: dict[str, object], comment: str) -> str:
+    """Set ``values`` in [gpu."GPU".gate] of the TOML file at ``path``, keeping all else.
+
+    The table is created at the end of the file when missing. Returns the new text; the file
+    is only replaced once the new text loads as valid thresholds.
+    """
+    text = path.read_text(encoding="utf-8")
+    lines = text.splitlines(keepends=True)
+    header = re.compile(rf'^\s*\[\s*gpu\s*\.\s*"{re.escape(gpu)}"\s*\.\s*gate\s*\]')
+    marker = "# calibrated by `gemmbench calibrate`"
+    start = next((i for i, line in enumerate(lines) if header.match(line)), None)
+    if start is None:
+        block = ["\n", f"{marker}: {comment}\n", f'[gpu."{gpu}".gate]\n']
+        block += [f"{key} = {_toml(value)}\n" for key, value in values.items()]
+        if lines and not lines[-1].endswith("\n"):
+            lines[-1] += "\n"
+        new = "".join(lines + block)
+    else:
+        end = next(
+            (i for i in range(start + 1, len(lines)) if lines[i].lstrip().startswith("[")),
+            len(lines),
+        )
+        body = lines[start + 1 : end]
+        for key, value in values.items():
+            pattern = re.compile(rf"^\s*{key}\s*=")
+            at = next((i for i, line in enumerate(body) if pattern.match(line)), None)
+            if at is None:
+                body.append(f"{key} = {_toml(value)}\n")
+            else:
+                trailing = ""
+                if "#" in body[at]:
+                    trailing = "  #" + body[at].split("#", 1)[1].rstrip("\n")
+                body[at] = f"{key} = {_toml(value)}{trailing}\n"
+        before = lines[:start]
+        # Replace the previous calibration note right above the table, or add one.
+        if before and before[-1].startswith(marker):
+            before[-1] = f"{marker}: {comment}\n"
+        else:
+            before.append(f"{marker}: {comment}\n")
+        new = "".join(before + [lines[start]] + body + lines[end:])
+    tmp = path.with_name(f".{path.name}.calibrate-tmp")
+    tmp.write_text(new, encoding="utf-8")
+    try:
+        thresholds_mod.load(tmp)  # a file that no longer loads is never written
+        tmp.replace(path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+    return new
+
+
+def _toml(value: object) -> str:
+    return repr(value) if isinstance(value, (int, float)) else json.dumps(value)
+
+
+def parse_args(argv: Sequence[str]) -> argparse.Namespace:
+    p = OneLineErrorParser(
+        prog="python -m gemmbench calibrate",
+        description="Run A/A gate comparisons on this runner and write its gate tolerance into "
+        "thresholds.toml (docs/gate.md, 'Calibrating a runner').",
+        epilog="Exit codes: 0 calibrated, 1 an A/A run failed on a broken benchmark, 2 usage, "
+        "3 inconclusive (a run was throttled or unstable: nothing written), 4 infrastructure. "
+        "docs/exit-codes.md.",
+    )
+    p.add_argument("--runs", type=int, default=10, help="A/A gate runs (default 10)")
+    p.add_argument("--rev", default="HEAD", help="the commit measured on both sides (default HEAD)")
+    p.add_argument("--repo", default=".", help="the git repository (default .)")
+    p.add_argument(
+        "--thresholds", help="thresholds file to read and write (default: the harness's)"
+    )
+    p.add_argument("--cases", help="comma-separated benchmarks (default: [gate] cases)")
+    p.add_argument("--cases-from", default=gate_mod.DEFAULT_PROVIDER, metavar="MODULE:FUNCTION")
+    p.add_argument("--rounds", type=int, help="rounds per run (default from thresholds)")
+    p.add_argument(
+        "--samples", type=int, help="launches per benchmark per round (default from thresholds)"
+    )
+    p.add_argument("--gpu", help='the [gpu."NAME"] table to write (default: from the device name)')
+    p.add_argument(
+        "--budget-s",
+        type=float,
+        default=DEFAULT_BUDGET_S,
+        help=f"one gate run's wall-time budget in seconds (default {DEFAULT_BUDGET_S:g})",
+    )
+    p.add_argument(
+        "--dry-run", action="store_true", help="report, but do not write thresholds.toml"
+    )
+    p.add_argument("--json", metavar="PATH", help="write every run's figures and the result here")
+    args = p.parse_args(argv)
+    if args.runs < 2:
+        p.error("--runs must be at least 2: one A/A run shows nothing about its spread")
+    if args.budget_s <= 0:
+        p.error("--budget-s must be positive")
+    return args
+
+
+def _gate_argv(args: argparse.Namespace, path: Path) -> list[str]:
+    argv = ["--base", args.rev, "--head", args.rev, "--repo", args.repo, "--thresholds", str(path)]
+    argv += ["--cases-from", args.cases_from]
+    for option in ("cases", "rounds", "samples"):
+        if getattr(args, option) is not None:
+            argv += [f"--{option}", str(getattr(args, option))]
+    return argv
+
+
+def one_run(args: argparse.Namespace, path: Path) -> Report:
+    """One A/A gate run, in this process, with the gate's own machinery."""
+    gate_args = gate_mod.parse_args(_gate_argv(args, path))
+    run = gate_mod._Run(gate_args, thresholds_mod.load(path))
+    started = time.perf_counter()
+    try:
+        run.measure()
+        report = run.analyze()
+    except (gate_mod.UsageError, thresholds_mod.ThresholdsError) as exc:
+        # The gate names the revision --base; calibrate's user gave it as --rev.
+        message = str(exc).replace("--base ", "--rev ", 1)
+        raise CalibrationError(exitcodes.USAGE, " ".join(message.split())) from None
+    except gate_mod.InfraFailure as exc:
+        raise CalibrationError(exitcodes.INFRASTRUCTURE, str(exc)) from None
+    except gate_mod._HeadBroken as exc:
+        raise CalibrationError(exitcodes.FAILED, f"a benchmark is broken: {exc}") from None
+    report.meta["wall_s"] = time.perf_counter() - started
+    report.meta["config"] = run.config
+    return report
+
+
+def summarize(reports: Sequence[Report]) -> dict[str, Observed]:
+    observed: dict[str, Observed] = {}
+    for report in reports:
+        for c in report.comparisons:
+            if c.ratio is None:
+                continue
+            entry = observed.setdefault(c.name, Observed(c.name))
+            entry.ratios.append(c.ratio)
+            entry.spreads.append(max(c.base_spread, c.head_spread))
+    return observed
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        args = parse_args(sys.argv[1:] if argv is None else list(argv))
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else exitcodes.USAGE
+    path = Path(args.thresholds) if args.thresholds else thresholds_mod.DEFAULT_PATH
+    reports: list[Report] = []
+    try:
+        config = thresholds_mod.load(path)
+        if not args.dry_run and not _writable(path):
+            raise CalibrationError(exitcodes.USAGE, f"cannot write {path}; use --dry-run")
+        for i in range(args.runs):
+            report = one_run(args, path)
+            reports.append(report)
+            gate_mod.progress(
+                f"calibrate: A/A run {i + 1}/{args.runs}: {report.status}, "
+                + ", ".join(f"{c.name} {c.ratio - 1:+.2%}" for c in report.comparisons if c.ratio)
+                + f" ({report.meta['wall_s']:.1f} s)"
+            )
+            if report.status == INCONCLUSIVE:
+                raise CalibrationError(
+                    exitcodes.INCONCLUSIVE,
+                    f"A/A run {i + 1} was inconclusive ({'; '.join(report.reasons)}); the machine "
+                    "is not quiet enough to calibrate on: nothing written",
+                )
+            if report.status not in (PASS, REGRESSION):
+                code = exitcodes.INFRASTRUCTURE if report.status == INFRA else exitcodes.FAILED
+                raise CalibrationError(code, f"A/A run {i + 1}: {report.status}")
+    except CalibrationError as exc:
+        print(f"gemmbench calibrate: {exc}", file=sys.stderr)
+        return exc.code
+    except thresholds_mod.ThresholdsError as exc:
+        print(f"gemmbench calibrate: {' '.join(str(exc).split())}", file=sys.stderr)
+        return exitcodes.USAGE
+    except KeyboardInterrupt:
+        print("gemmbench calibrate: interrupted; nothing written", file=sys.stderr)
+        return exitcodes.INTERRUPTED
+
+    observed = summarize(reports)
+    worst = max(observed.values(), key=lambda o: o.max_deviation)
+    tolerance = tolerance_for(worst.max_deviation)
+    run_config = reports[-1].meta["config"]
+    gate = run_config.gate
+    device = reports[-1].meta.get("gpu")
+    per_round = [r.meta["measure_s"] / gate.rounds for r in reports]
+    startup = max(r.meta["startup_s"] for r in reports)
+    per_round_s = max(per_round)
+    rounds, fits = rounds_for(gate.alpha, gate.rounds, per_round_s, startup, args.budget_s)
+    wall = [r.meta["wall_s"] for r in reports]
+    spread = max(o.max_spread for o in observed.values())
+    lines = [
+        f"A/A runs: {len(reports)} on {device or 'CPU cases'}, {gate.rounds} rounds × "
+        f"{gate.samples} samples each; {sum(r.status == PASS for r in reports)} passed at the "
+        f"tolerance in force ({gate.tolerance:.1%})",
+        "| benchmark | largest abs(ratio - 1) | largest spread (IQR/median) |",
+        "|---|--:|--:|",
+    ]
+    lines += [
+        f"| {o.name} | {o.max_deviation:.3%} | {o.max_spread:.3%} |" for o in observed.values()
+    ]
+    lines += [
+        f"tolerance = max({FLOOR:.1%}, {SAFETY_FACTOR:g} × {worst.max_deviation:.3%} "
+        f"({worst.name})) = {tolerance:.1%}",
+        f"timing: start-up ≤ {startup:.1f} s, ≤ {per_round_s:.2f} s a round, gate run "
+        f"{min(wall):.1f}-{max(wall):.1f} s; rounds {rounds} "
+        + ("fit" if fits else "DO NOT fit")
+        + f" the {args.budget_s:g} s budget",
+    ]
+    if TARGET_SLOWDOWN <= tolerance + 2 * spread:
+        lines.append(
+            f"warning: a {TARGET_SLOWDOWN:.0%} slowdown is within tolerance + 2 × spread "
+            f"({tolerance + 2 * spread:.2%}) on this runner and may pass"
+        )
+    print("\n".join(lines))
+    gpu = None
+    try:
+        gpu = gpu_table_name(device, config, args.gpu)
+    except CalibrationError as exc:
+        print(f"gemmbench calibrate: {exc}", file=sys.stderr)
+        return exc.code
+    values: dict[str, object] = {"tolerance": tolerance}
+    if rounds != gate.rounds:
+        values["rounds"] = rounds
+    comment = (
+        f"{datetime.date.today().isoformat()}, {len(reports)} A/A runs on {device or gpu}: "
+        f"worst deviation {worst.max_deviation:.3%} ({worst.name}) × {SAFETY_FACTOR:g}, "
+        f"floor {FLOOR:.1%}; {per_round_s:.2f} s a round"
+    )
+    if args.json:
+        _write_json(args.json, reports, observed, tolerance, rounds, gpu, per_round_s, startup)
+    if args.dry_run:
+        print(f'dry run: [gpu."{gpu}".gate] would get {values}')
+        return exitcodes.OK
+    try:
+        write_gpu_gate(path, gpu, values, comment)
+    except (OSError, thresholds_mod.ThresholdsError) as exc:
+        print(f"gemmbench calibrate: could not write {path}: {exc}", file=sys.stderr)
+        return exitcodes.USAGE
+    print(f'wrote [gpu."{gpu}".gate] {values} into {path}')
+    return exitcodes.OK
+
+
+def _writable(path: Path) -> bool:
+    try:
+        with open(path, "a", encoding="utf-8"):
+            return True
+    except OSError:
+        return False
+
+
+def _write_json(where, reports, observed, tolerance, rounds, gpu, per_round_s, startup) -> None:
+    payload = {
+        "gpu_table": gpu,
+        "tolerance": tolerance,
+        "rounds": rounds,
+        "safety_factor": SAFETY_FACTOR,
+        "floor": FLOOR,
+        "per_round_s": per_round_s,
+        "startup_s": startup,
+        "benchmarks": {
+            o.name: {"ratios": o.ratios, "spreads": o.spreads, "max_deviation": o.max_deviation}
+            for o in observed.values()
+        },
+        "runs": [
+            {"status": r.status, "wall_s": r.meta.get("wall_s"), "reasons": r.reasons}
+            for r in reports
+        ],
+    }
+    Path(where).write_text(json.dumps(payload, indent=1) + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,67 @@
+"""The exit codes of every gemmbench command, in one table (docs/exit-codes.md is its copy)."""
+
+from __future__ import annotations
+
+OK = 0
+FAILED = 1
+USAGE = 2
+INCONCLUSIVE = 3
+INFRASTRUCTURE = 4
+IDENTITY_MISMATCH = 5
+INTERRUPTED = 130
+TERMINATED = 143
+
+# code -> (name, meaning): what a workflow step reading the code may rely on, for every command.
+TABLE: dict[int, tuple[str, str]] = {
+    OK: ("ok", "the command did what it was asked and found nothing wrong"),
+    FAILED: (
+        "failed",
+        "a regression (gate), a wrong result (report, calibrate), or a failed check "
+        "(check-results, history: a commit that could not be benchmarked)",
+    ),
+    USAGE: ("usage", "bad arguments, files or configuration; the message says which"),
+    INCONCLUSIVE: (
+        "inconclusive",
+        "the measurement cannot be trusted (GPU throttled, clock dropped, another process, "
+        "drift, too noisy): rerun",
+    ),
+    INFRASTRUCTURE: (
+        "infrastructure",
+        "no usable GPU, a broken driver or tool, or base could not be measured: not the code's fault",
+    ),
+    IDENTITY_MISMATCH: (
+        "identity mismatch",
+        "the machine name is recorded with another GPU identity (GPU, driver, CUDA, CuPy, clocks, "
+        "MIG); results would mix",
+    ),
+    INTERRUPTED: ("interrupted", "Ctrl-C (SIGINT); work done so far is kept or cleaned up"),
+    TERMINATED: ("terminated", "SIGTERM, as a cancelled CI job sends; as for 130"),
+}
+
+# Which codes each command can return; the docs' table is checked against this too.
+COMMANDS: dict[str, tuple[int, ...]] = {
+    "gate": (OK, FAILED, USAGE, INCONCLUSIVE, INFRASTRUCTURE, INTERRUPTED, TERMINATED),
+    "calibrate": (OK, FAILED, USAGE, INCONCLUSIVE, INFRASTRUCTURE, INTERRUPTED),
+    "history": (OK, FAILED, USAGE, INFRASTRUCTURE, IDENTITY_MISMATCH, INTERRUPTED),
+    "machine": (OK, USAGE, INFRASTRUCTURE, IDENTITY_MISMATCH),
+    "check-results": (OK, FAILED, USAGE),
+    "report": (OK, FAILED, USAGE, INFRASTRUCTURE, INTERRUPTED),
+    "tune": (OK, FAILED, USAGE, INFRASTRUCTURE, INTERRUPTED),
+}
+
+
+def markdown_tables() -> str:
+    """The two tables of docs/exit-codes.md, generated from TABLE and COMMANDS (a test compares)."""
+    lines = ["| code | name | meaning |", "|--:|---|---|"]
+    lines += [f"| {code} | {name} | {meaning} |" for code, (name, meaning) in TABLE.items()]
+    codes = list(TABLE)
+    lines += ["", "| command | " + " | ".join(map(str, codes)) + " |"]
+    lines.append("|---|" + "|".join(":-:" for _ in codes) + "|")
+    for command, used in COMMANDS.items():
+        cells = ["✓" if code in used else "" for code in codes]
+        lines.append(f"| `{command}` | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    print(markdown_tables(), end="")

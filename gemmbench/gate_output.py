@@ -1,0 +1,150 @@
+"""The gate's output: a Markdown summary (for $GITHUB_STEP_SUMMARY) and a JSON record of a run."""
+
+from __future__ import annotations
+
+from .gate_decision import (
+    BROKEN,
+    DRIFT,
+    FASTER,
+    INCONCLUSIVE,
+    INFRA,
+    INTERRUPTED,
+    NEW,
+    PASS,
+    REGRESSION,
+    SAME,
+    SLOWER,
+    UNSTABLE,
+    USAGE,
+    Report,
+)
+
+_HEADLINES = {
+    PASS: "✅ pass",
+    REGRESSION: "❌ regression",
+    USAGE: "⚠️ usage error",
+    INCONCLUSIVE: "⚠️ inconclusive: rerun",
+    INFRA: "⚠️ infrastructure failure",
+    INTERRUPTED: "⚠️ interrupted",
+}
+_VERDICT_CELLS = {
+    SAME: "✅ same",
+    FASTER: "✅ faster",
+    SLOWER: "❌ slower",
+    UNSTABLE: "⚠️ unstable",
+    DRIFT: "⚠️ drift",
+    BROKEN: "❌ broken on head",
+    NEW: "— new on head",
+}
+
+
+def format_seconds(seconds: float | None) -> str:
+    if seconds is None:
+        return "—"
+    if seconds >= 1:
+        return f"{seconds:.3f} s"
+    if seconds >= 1e-3:
+        return f"{seconds * 1e3:.3f} ms"
+    return f"{seconds * 1e6:.1f} µs"
+
+
+def _cell(seconds: float | None, flops: int | None) -> str:
+    text = format_seconds(seconds)
+    if seconds and flops:
+        text += f" ({flops / seconds / 1e12:.1f} TFLOP/s)"
+    return text
+
+
+def short_sha(sha: str | None) -> str:
+    return (sha or "?")[:10]
+
+
+def render_markdown(report: Report) -> str:
+    meta = report.meta
+    lines = [f"### GEMM performance gate: {_HEADLINES[report.status]}", ""]
+    if meta.get("head_sha"):
+        where = f" on {meta['gpu']}" if meta.get("gpu") else ""
+        text = (
+            f"Head `{short_sha(meta['head_sha'])}` ({meta.get('head_rev')}) against base "
+            f"`{short_sha(meta.get('base_sha'))}` (merge-base with {meta.get('base_rev')}){where}."
+        )
+        gate = meta.get("gate")
+        if gate:  # known once the workers have reported the GPU
+            text = text[:-1] + (
+                f": {gate['rounds']} interleaved rounds × {gate['samples']} launches. "
+                f"A benchmark fails when head is more than {gate['tolerance']:.1%} slower "
+                f"with p < {gate['alpha']:g}."
+            )
+        lines += [text, ""]
+    if report.comparisons:
+        lines += ["| benchmark | base | head | ratio | verdict |", "|---|--:|--:|--:|---|"]
+        for c in report.comparisons:
+            name = f"{c.name} (canary)" if c.canary else c.name
+            ratio = f"{c.ratio:.3f}" if c.ratio is not None else "—"
+            verdict = _VERDICT_CELLS[c.verdict] + (f": {c.detail}" if c.detail else "")
+            cells = [
+                name,
+                _cell(c.base_median, c.flops),
+                _cell(c.head_median, c.flops),
+                ratio,
+                verdict,
+            ]
+            lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
+        lines.append("")
+    for reason in report.reasons:
+        first, *rest = [part.strip() for part in reason.strip().splitlines()]
+        lines.append(f"- **{first}**")
+        lines += [f"  - {part}" for part in rest if part]
+    for note in report.notes:
+        lines.append(f"- {note}")
+    if report.reasons or report.notes:
+        lines.append("")
+    footer = ""
+    if report.comparisons:
+        footer = (
+            "ratio = head ÷ base, medians of the per-round medians; "
+            "p from a one-sided Mann-Whitney U test."
+        )
+    if meta.get("wall_s") is not None:
+        footer += f" Wall time {meta['wall_s']:.1f} s."
+    if report.status == INCONCLUSIVE:
+        footer += (
+            " Inconclusive means the machine could not be trusted for this run: rerun the job."
+        )
+    lines.append(f"<sub>{footer.strip()}</sub>")
+    return "\n".join(lines) + "\n"
+
+
+def report_json(report: Report) -> dict:
+    benchmarks = []
+    for c in report.comparisons:
+        benchmarks.append(
+            {
+                "name": c.name,
+                "canary": c.canary,
+                "verdict": c.verdict,
+                "detail": c.detail,
+                "base_median_s": c.base_median,
+                "head_median_s": c.head_median,
+                "ratio": c.ratio,
+                "p_slower": c.p_slower,
+                "p_faster": c.p_faster,
+                "base_spread": c.base_spread,
+                "head_spread": c.head_spread,
+                "flops": c.flops,
+                "base_rounds_s": c.base,
+                "head_rounds_s": c.head,
+                "base_samples_s": c.base_samples,
+                "head_samples_s": c.head_samples,
+            }
+        )
+    return {
+        "schema": 1,
+        "status": report.status,
+        "exit_code": report.exit_code,
+        "reasons": report.reasons,
+        "notes": report.notes,
+        **report.meta,
+        "benchmarks": benchmarks,
+        "gpu_states": report.states,
+    }

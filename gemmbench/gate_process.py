@@ -1,0 +1,180 @@
+"""The gate's helpers beside the run: one worker process per side, and the GPU monitor."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import queue
+import subprocess
+import sys
+import threading
+from collections import deque
+from collections.abc import Mapping
+from pathlib import Path
+
+# The checkout (or site-packages) that holds the running gemmbench.
+_HARNESS_ROOT = Path(__file__).resolve().parent.parent
+
+
+class WorkerFailure(Exception):
+    """A worker reported an error, died or stopped answering."""
+
+    def __init__(
+        self, side: str, kind: str, message: str, case: str | None = None, log: str = ""
+    ) -> None:
+        super().__init__(f"{side}: {message}")
+        self.side, self.kind, self.message, self.case, self.log = side, kind, message, case, log
+
+
+class WorkerProcess:
+    """One side's ``gemmbench.gate_worker``, spoken to in JSON lines."""
+
+    def __init__(self, side: str, root: Path, cases_from: str) -> None:
+        self.side, self.root, self.cases_from = side, root, cases_from
+        self.proc: subprocess.Popen | None = None
+        self._messages: queue.Queue = queue.Queue()
+        self._log: deque[str] = deque(maxlen=40)
+
+    def start(self) -> None:
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(
+            filter(None, [str(_HARNESS_ROOT), env.get("PYTHONPATH")])
+        )
+        env["PYTHONDONTWRITEBYTECODE"] = "1"  # leave the worktree as git made it
+        env["PYTHONUNBUFFERED"] = "1"
+        command = [
+            sys.executable,
+            "-m",
+            "gemmbench.gate_worker",
+            "--root",
+            str(self.root),
+            "--cases-from",
+            self.cases_from,
+        ]
+        # cwd is the harness's root, not the worktree: `-m` puts cwd first on sys.path, and the
+        # worker must load gemmbench from here before it puts the worktree ahead for `gemm`.
+        # A new session keeps a terminal's Ctrl-C away from the worker; the gate stops it.
+        self.proc = subprocess.Popen(
+            command,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            encoding="utf-8",
+            errors="replace",
+            cwd=_HARNESS_ROOT,
+            env=env,
+            start_new_session=True,
+        )
+        threading.Thread(target=self._read_stdout, daemon=True).start()
+        threading.Thread(target=self._read_stderr, daemon=True).start()
+
+    def _read_stdout(self) -> None:
+        for line in self.proc.stdout:
+            self._messages.put(line)
+        self._messages.put(None)
+
+    def _read_stderr(self) -> None:
+        for line in self.proc.stderr:
+            self._log.append(line.rstrip("\n"))
+            print(f"[{self.side}] {line}", end="", file=sys.stderr, flush=True)
+
+    def log(self) -> str:
+        return "\n".join(self._log)
+
+    def send(self, message: dict) -> None:
+        try:
+            self.proc.stdin.write(json.dumps(message) + "\n")
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError, ValueError):
+            raise self._died() from None
+
+    def _died(self) -> WorkerFailure:
+        try:
+            code = self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            code = None
+        tail = self._log[-1] if self._log else "no output"
+        return WorkerFailure(
+            self.side, "crash", f"worker exited with code {code} ({tail})", log=self.log()
+        )
+
+    def receive(self, timeout: float) -> dict:
+        try:
+            line = self._messages.get(timeout=timeout)
+        except queue.Empty:
+            raise WorkerFailure(
+                self.side, "timeout", f"no answer within {timeout:.0f} s", log=self.log()
+            ) from None
+        if line is None:
+            raise self._died()
+        try:
+            message = json.loads(line)
+        except ValueError:
+            raise WorkerFailure(
+                self.side, "protocol", f"unreadable message {line.strip()!r}"
+            ) from None
+        if message.get("event") == "error":
+            raise WorkerFailure(
+                self.side,
+                message.get("kind", "case"),
+                message.get("message", "unknown error"),
+                message.get("case"),
+                log=message.get("traceback", "") or self.log(),
+            )
+        return message
+
+    def request(self, message: dict, timeout: float) -> dict:
+        self.send(message)
+        return self.receive(timeout)
+
+    def stop(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        with contextlib.suppress(Exception):
+            self.send({"op": "quit"})
+            self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def _read_gpu_state(round_index: int) -> dict:
+    """``gemmbench.machine.gpu_state()`` with the round added; never raises."""
+    try:
+        from . import machine
+
+        state = machine.gpu_state()
+    except Exception as exc:  # module missing, no NVML, no driver: monitoring is best effort
+        return {"round": round_index, "unavailable": f"gpu_state: {type(exc).__name__}: {exc}"}
+    if not isinstance(state, Mapping):
+        return {"round": round_index, "unavailable": "gpu_state() returned no reading"}
+    return {"round": round_index, **state}
+
+
+class GpuMonitor:
+    """Reads the GPU state in the background while a round runs.
+
+    A reading during a round shows the clock under load, not the idle clock between rounds, and
+    nvidia-smi's latency (tens to hundreds of ms) overlaps the measurement instead of adding to
+    the gate's wall time. A new reading is skipped while the previous one is still running.
+    """
+
+    def __init__(self) -> None:
+        self.states: list[dict] = []
+        self._thread: threading.Thread | None = None
+
+    def sample(self, round_index: int) -> None:
+        if self._thread is not None and self._thread.is_alive():
+            return
+        self._thread = threading.Thread(
+            target=lambda: self.states.append(_read_gpu_state(round_index)), daemon=True
+        )
+        self._thread.start()
+
+    def join(self) -> None:
+        if self._thread is not None:
+            self._thread.join(timeout=40)  # machine.gpu_state gives nvidia-smi 30 s

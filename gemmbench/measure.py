@@ -1,0 +1,146 @@
+"""How a GEMM case is measured: seeded inputs, the check against a float64 reference, device time.
+
+Every measurement of a ``gemm`` variant goes through here: the speed-up report
+(``python -m gemmbench report``), the asv suite (``benchmarks/``), the pytest-benchmark speed-up
+tests and the gate's cases. So they time the same inputs the same way, and a figure from one can
+be set beside a figure from another.
+
+- **Inputs**: uniform(-1, 1) float32 from ``cupy.random.default_rng(SEED)``, A (M×K) then B (K×N).
+  Never zeros (a kernel timed on zeros may take a shortcut the hardware offers for them), and the
+  same for every variant and every tool at one shape.
+- **Check**: before any timing, one launch into an output poisoned with NaN (an element the kernel
+  does not write stays NaN and fails the check) is compared with the float64 product of the same
+  float32 inputs. The measure is the relative Frobenius error ‖C − C₆₄‖ / ‖C₆₄‖ and the bound is
+  :func:`error_bound`, the one tests/test_matmul.py holds the kernels to.
+- **Timing**: :class:`gemmbench.timing.DeviceTimer`, one CUDA-event pair per launch after a spin
+  that covers the host's launch work. The L2 policy is stated per purpose in :data:`L2_FOR`.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from . import timing
+
+# Changing the seed changes every tool's inputs at once; the timings do not depend on the values
+# (no kernel here branches on data), so stored histories stay comparable.
+SEED = 20240607
+
+# float32 unit roundoff.
+UNIT_ROUNDOFF = 2.0**-24
+
+# The L2 policy for each purpose. Every comparison of kernel speed (the report, the asv suite,
+# the speed-up floors, the gate) starts each sample from a cold L2: a launch then never profits
+# from the previous launch's inputs still resident, which a GEMM inside a real model does not
+# get either, and the tools agree with each other. "warm" (back-to-back on resident inputs) is
+# for tuning a kernel's own inner loop, where the input traffic from HBM is not the question.
+L2_FOR = {"comparison": "cold", "tuning": "warm"}
+L2_POLICY = L2_FOR["comparison"]
+
+
+class WrongResult(AssertionError):
+    """A variant's output is not within the float32 error bound of the reference."""
+
+
+def error_bound(k: int) -> float:
+    """The largest relative Frobenius error a right float32 GEMM with inner size ``k`` may have.
+
+    A float32 dot product of k terms of random sign, summed in any order, accumulates rounding
+    error of about √k·u relative to its value (u = 2⁻²⁴; the partial sums grow like √j, and
+    their roundings add like a random walk). 8·√k·u leaves a factor of 8 for summation orders and
+    fused multiply-adds, still ~10⁴× below what an indexing, bounds or race bug gives (O(1)).
+    The 10⁻⁶ floor keeps tiny k from demanding more than float32's own resolution of the sum.
+    """
+    return max(8.0 * math.sqrt(k) * UNIT_ROUNDOFF, 1e-6)
+
+
+@functools.lru_cache(maxsize=2)
+def inputs(m: int, n: int, k: int) -> tuple[object, object]:
+    """Seeded uniform(-1, 1) float32 A (m×k) and B (k×n); cached for the last two shapes."""
+    import cupy
+
+    rng = cupy.random.default_rng(SEED)
+    a = rng.uniform(-1.0, 1.0, (m, k), dtype=cupy.float32)
+    b = rng.uniform(-1.0, 1.0, (k, n), dtype=cupy.float32)
+    return a, b
+
+
+@functools.lru_cache(maxsize=1)
+def reference(m: int, n: int, k: int):
+    """The float64 product of :func:`inputs`' float32 A and B, and its Frobenius norm."""
+    import cupy
+
+    a, b = inputs(m, n, k)
+    c = cupy.matmul(a.astype(cupy.float64), b.astype(cupy.float64))
+    return c, float(cupy.linalg.norm(c))
+
+
+def relative_error(c, m: int, n: int, k: int) -> float:
+    """‖c − reference‖ / ‖reference‖ in float64; NaN when c holds a NaN (an unwritten element)."""
+    import cupy
+
+    ref, norm = reference(m, n, k)
+    diff = float(cupy.linalg.norm(c.astype(cupy.float64) - ref))
+    return diff / norm if norm else diff
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A variant compiled, checked and ready to launch at one shape into its own output."""
+
+    variant: str
+    m: int
+    n: int
+    k: int
+    launch: Callable[[], object]
+    error: float
+    bound: float
+
+    @property
+    def flops(self) -> int:
+        return timing.gemm_flops(self.m, self.n, self.k)
+
+
+def prepare(
+    variant: str, m: int, n: int, k: int, *, raise_if_wrong: bool = True, **options
+) -> Prepared:
+    """Compile ``variant``, check it once against the reference, and return its launch.
+
+    Raises :class:`WrongResult` (naming the variant, the shape, the error and the bound) when the
+    check fails, so a kernel that is fast because it is wrong is never timed. With
+    ``raise_if_wrong=False`` the caller gets the error and the bound and must not time it.
+    ``options`` go to ``gemm.matmul`` as they are (e.g. ``config=``, ``splits=`` for tuning).
+    """
+    import cupy
+
+    from gemm import matmul
+
+    a, b = inputs(m, n, k)
+    out = cupy.full((m, n), cupy.nan, dtype=cupy.float32)  # poison: unwritten elements stay NaN
+    matmul(a, b, variant=variant, out=out, **options)  # the first call compiles
+    bound = error_bound(k)
+    error = relative_error(out, m, n, k)
+    if raise_if_wrong and not error <= bound:  # a NaN fails this comparison too
+        raise WrongResult(
+            f"{variant} at {m}x{n}x{k} differs from the float64 product by {error:.2e} "
+            f"(relative Frobenius; bound 8·√K·2⁻²⁴ = {bound:.2e}); a wrong result is not timed"
+        )
+    cupy.cuda.get_current_stream().synchronize()
+    launch = functools.partial(matmul, a, b, variant=variant, out=out, **options)
+    return Prepared(variant, m, n, k, launch, error, bound)
+
+
+def new_timer(purpose: str = "comparison", clock: timing.DeviceClock | None = None):
+    """A :class:`~gemmbench.timing.DeviceTimer` with the L2 policy of ``purpose`` (L2_FOR)."""
+    if purpose not in L2_FOR:
+        raise ValueError(f"unknown purpose {purpose!r}; use one of {tuple(L2_FOR)}")
+    return timing.DeviceTimer(l2=L2_FOR[purpose], clock=clock)
+
+
+def device_times(launch: Callable[[], object], *, repeat: int, warmup: int, timer=None):
+    """``repeat`` device-time samples (seconds) of ``launch`` after ``warmup`` untimed launches."""
+    timer = new_timer() if timer is None else timer
+    return timer.samples(launch, repeat=repeat, warmup=warmup)

@@ -1,0 +1,149 @@
+"""Tests for gemmbench.measure (the one measurement path) and the report built on it."""
+
+from __future__ import annotations
+
+import math
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gemmbench import exitcodes, measure, report
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+VARIANTS = ["naive", "tiled", "coarsened", "cublas"]
+
+
+class TestOnePath:
+    """Tests that every tool times through gemmbench.measure and gemmbench.timing alone."""
+
+    def test_only_the_timer_opens_cuda_events(self):
+        """No file but gemmbench/timing.py creates a CUDA event (grep over code and scripts)."""
+        pattern = re.compile(r"cuda\.Event|\bEvent\(")
+        offenders = [
+            str(path.relative_to(REPO_ROOT))
+            for folder in ("gemm", "gemmbench", "benchmarks", "scripts", "tests")
+            for path in (REPO_ROOT / folder).rglob("*.py")
+            if path != Path(__file__).resolve() and pattern.search(path.read_text())
+        ]
+        assert offenders == ["gemmbench/timing.py"]
+
+    def test_kernel_package_has_no_harness_imports(self):
+        """gemm/ never imports gemmbench, the report's pointer included."""
+        for path in (REPO_ROOT / "gemm").rglob("*.py"):
+            assert not re.search(r"^\s*(from|import)\s+gemmbench", path.read_text(), re.M), path
+
+    def test_old_report_entry_points_to_the_harness(self):
+        """`python -m gemm` says where the report went and exits 2."""
+        done = subprocess.run(
+            [sys.executable, "-m", "gemm"], cwd=REPO_ROOT, capture_output=True, text=True
+        )
+        assert done.returncode == 2 and "python -m gemmbench report" in done.stderr
+
+
+class TestErrorBound:
+    """Tests for `measure.error_bound`, the check's one tolerance."""
+
+    def test_float32_bound(self):
+        """8·√K·2⁻²⁴: 3.05e-5 at K = 4096, the floor for tiny K."""
+        assert measure.error_bound(4096) == pytest.approx(8 * 64 * 2**-24)
+        assert measure.error_bound(1) == 1e-6
+        assert measure.error_bound(16384) == pytest.approx(2 * measure.error_bound(4096))
+
+    def test_policies(self):
+        """Comparisons are timed cold, tuning warm, and an unknown purpose is refused."""
+        assert measure.L2_POLICY == measure.L2_FOR["comparison"] == "cold"
+        with pytest.raises(ValueError, match="unknown purpose"):
+            measure.new_timer("speed")
+
+
+class TestReportArguments:
+    """Tests for the report's argument parsing, which needs no GPU."""
+
+    def test_sizes_after_variants_are_shapes(self):
+        """`--variants naive 4096` runs naive at 4096³ instead of reading 4096 as a variant."""
+        args = report.parse_args(["--variants", "naive", "4096", "8x16x32"], VARIANTS)
+        assert args.variants == ["naive"]
+        assert args.shapes == [(4096, 4096, 4096), (8, 16, 32)]
+
+    def test_defaults(self):
+        """No arguments: every variant at 4096³."""
+        args = report.parse_args([], VARIANTS)
+        assert args.variants == VARIANTS and args.shapes == [(4096, 4096, 4096)]
+
+    @pytest.mark.parametrize(
+        ("argv", "message"),
+        [
+            (["--variants", "fast"], "unknown variant 'fast'"),
+            (["--variants", "4096"], "--variants names no variant"),
+            (["0"], "is not N or MxNxK"),
+            (["--repeat", "0"], "--repeat must be ≥ 1"),
+        ],
+    )
+    def test_usage_errors(self, argv, message, capsys):
+        """A bad variant, shape or count exits 2 with one line saying what is wrong."""
+        with pytest.raises(SystemExit) as info:
+            report.parse_args(argv, VARIANTS)
+        assert info.value.code == 2 and message in capsys.readouterr().err
+
+    def test_unwritable_json_fails_before_gpu_work(self, tmp_path, monkeypatch, capsys):
+        """--json into a missing folder exits 2 before the GPU is even looked for."""
+        monkeypatch.setattr(report, "_no_device", lambda: pytest.fail("looked for a GPU"))
+        code = report.main(["--json", str(tmp_path / "missing" / "x.json")])
+        assert code == exitcodes.USAGE
+        assert "cannot write --json" in capsys.readouterr().err
+
+    def test_writable_json_leaves_no_file(self, tmp_path):
+        """Checking a new path creates nothing."""
+        assert report.check_writable(str(tmp_path / "r.json")) is None
+        assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.gpu
+class TestOnGpu:
+    """The measurement path on a real device (skipped without one, see conftest.py)."""
+
+    def test_inputs_are_seeded_and_not_zero(self):
+        """The same shape gives the same non-zero inputs, drawn fresh for another shape."""
+        a, b = measure.inputs(64, 32, 48)
+        measure.inputs.cache_clear()
+        a2, b2 = measure.inputs(64, 32, 48)
+        assert a is not a2 and bool((a == a2).all()) and bool((b == b2).all())
+        assert float(abs(a).min()) >= 0 and float(abs(a).max()) > 0.5
+        assert a.shape == (64, 48) and b.shape == (48, 32) and str(a.dtype) == "float32"
+
+    @pytest.mark.parametrize("variant", VARIANTS)
+    def test_right_variants_pass(self, variant):
+        """Every variant is within the bound on an awkward shape."""
+        prepared = measure.prepare(variant, 257, 129, 300)
+        assert prepared.error <= prepared.bound and callable(prepared.launch)
+
+    def test_unwritten_output_is_caught(self, monkeypatch):
+        """A kernel that writes nothing leaves the NaN poison, and is refused."""
+        import gemm
+
+        monkeypatch.setattr(gemm, "matmul", lambda a, b, variant, out: out)
+        with pytest.raises(measure.WrongResult, match="nan"):
+            measure.prepare("coarsened", 128, 128, 128)
+
+    def test_slightly_wrong_output_is_caught(self, monkeypatch):
+        """A result off by 1e-3 relative (far above 8·√K·u) is refused."""
+        import cupy
+
+        import gemm
+
+        def wrong(a, b, variant, out):
+            out[...] = cupy.matmul(a, b) * (1 + 1e-3)
+            return out
+
+        monkeypatch.setattr(gemm, "matmul", wrong)
+        with pytest.raises(measure.WrongResult, match="differs"):
+            measure.prepare("coarsened", 128, 128, 128)
+
+    def test_device_times(self):
+        """Samples are positive device seconds, one per launch."""
+        prepared = measure.prepare("coarsened", 512, 512, 512)
+        times = measure.device_times(prepared.launch, repeat=5, warmup=1)
+        assert len(times) == 5 and all(0 < t < 1 and math.isfinite(t) for t in times)
