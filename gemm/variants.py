@@ -46,7 +46,9 @@ class Variant:
     over rows, so the grid's y extent may stop at CUDA's limit. ``split_k``: the kernel splits K
     over gridDim.z into a workspace that its ``sum_kernel_name`` kernel adds up. ``dispatch``: with no explicit
     configuration, ``gemm.dispatch`` picks one (and a split count) per shape and GPU;
-    ``table_only`` marks configurations only a measured tuning table may pick.
+    ``table_only`` marks configurations only a measured tuning table may pick. ``switches``
+    names the constants that turn a kernel feature off (0) or on (1); every other constant is a
+    size and must be positive.
     """
 
     name: str
@@ -61,6 +63,7 @@ class Variant:
     split_k: bool = False
     dispatch: bool = False
     table_only: Callable[[Config], bool] = field(default=lambda c: False, compare=False)
+    switches: frozenset[str] = frozenset()
     notes: str = field(default="", compare=False)
 
     @property
@@ -120,7 +123,10 @@ class Variant:
                 f"it takes {', '.join(self.config) or 'none'}"
             )
         for key, value in overrides.items():
-            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            if key in self.switches:
+                if isinstance(value, bool) or value not in (0, 1):
+                    raise ValueError(f"{self.name} switch {key} must be 0 or 1, got {value!r}")
+            elif isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 raise ValueError(
                     f"{self.name} constant {key} must be a positive int, got {value!r}"
                 )
@@ -224,6 +230,7 @@ VARIANTS: Mapping[str, Variant] = MappingProxyType(
                 _coarsened(128, 128, 8, 8, 8, 2, async_copy=1),
             ),
             table_only=lambda c: c["ASYNC_COPY"] == 1,
+            switches=frozenset({"ASYNC_COPY"}),
             threads=_coarsened_threads,
             tile=lambda c: (c["BM"], c["BN"]),
             constraints=_COARSENED_CONSTRAINTS,

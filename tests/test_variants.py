@@ -47,6 +47,14 @@ class TestRegistry:
             tiled.resolve({"BOGUS": 1})
         with pytest.raises(ValueError, match="positive int"):
             tiled.resolve({"TILE": 0})
+        with pytest.raises(ValueError, match="switch ASYNC_COPY must be 0 or 1"):
+            VARIANTS["coarsened"].resolve({"ASYNC_COPY": 2})
+
+    @pytest.mark.parametrize("variant", [v for v in VARIANTS.values() if not v.is_library], ids=str)
+    def test_every_registered_config_resolves(self, variant):
+        """Each registered configuration, passed back as gemm.matmul's config=, is accepted as is."""
+        for config in variant.configs:
+            assert variant.resolve(dict(config)) == config
 
     @pytest.mark.parametrize("variant", [v for v in VARIANTS.values() if not v.is_library], ids=str)
     def test_geometry(self, variant):
