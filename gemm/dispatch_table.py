@@ -3,4 +3,18 @@
 # GPU name as CUDA reports it -> its multiprocessor count, compute capability, when and where
 # it was tuned, and per variant: shape class (each dimension rounded to a power of two) ->
 # (configuration name, K-split count). The measurements behind each entry: docs/tuning.md.
-TABLES = {}
+TABLES = {
+    "NVIDIA H200": {
+        "sm_count": 132,
+        "compute_capability": "90",
+        "tuned": "2026-11-29 at 0682d79",
+        "coarsened": {
+            "1024x1024x1024": ("BM128-BN128-BK16-TM8-TN8-MIN_BLOCKS1-ASYNC_COPY0", 2),
+            "1024x1024x16384": ("BM128-BN128-BK8-TM8-TN8-MIN_BLOCKS2-ASYNC_COPY0", 4),
+            "16384x64x4096": ("BM128-BN64-BK16-TM8-TN8-MIN_BLOCKS3-ASYNC_COPY0", 2),
+            "2048x2048x2048": ("BM128-BN128-BK8-TM8-TN8-MIN_BLOCKS2-ASYNC_COPY0", 1),
+            "4096x4096x4096": ("BM128-BN128-BK8-TM8-TN8-MIN_BLOCKS2-ASYNC_COPY0", 1),
+            "8192x8192x8192": ("BM128-BN128-BK8-TM8-TN8-MIN_BLOCKS2-ASYNC_COPY0", 1),
+        },
+    },
+}
