@@ -43,7 +43,9 @@ machine=${MACHINE:-measure-evidence}
 # Two cases measure what the plant touches; the gate adds the cuBLAS canary. Fewer rounds per run
 # rather than fewer runs if the budget is short: 7 is the fewest that still tolerate one bad round.
 cases=coarsened-4096,coarsened-2048
-candidates="2.5 3 3.5 4 5 6 8"
+# Planted delays in device cycles a block (scripts/slowdown.py delay): on the H200, about 1% of
+# coarsened 4096³ per 16k cycles. The K-step planter cannot go below ~8% there (its own cost).
+candidates="12000 16000 20000 24000 28000 32000 36000 40000 48000 64000"
 
 banner() { printf '\n=== %s (%s, %d s)\n' "$1" "$(date -u +%H:%M:%S)" $((SECONDS - started)); }
 run() { if [[ $dry == 1 ]]; then echo "+ $*"; return 0; fi; "$@"; }
@@ -76,7 +78,7 @@ if [[ $dry != 1 ]]; then
     "$PY" -c "import asv, asv_runner, cupy" || { echo "measure-evidence: $PY lacks asv, asv_runner or cupy" >&2; exit 4; }
 fi
 
-banner "throwaway repository with the planted candidates ($candidates % more K-steps)"
+banner "throwaway repository with the planted candidates (delays of $candidates cycles a block)"
 work=$(mktemp -d "${TMPDIR:-/tmp}/measure-evidence.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 clone=$work/repo
@@ -95,8 +97,8 @@ g() { git -C "$clone" -c user.name=measure-evidence -c user.email=measure-eviden
 g init -q && g checkout -q -b base && g add -A && g commit -qm "snapshot of the working tree" || exit 1
 for pct in $candidates; do
     g checkout -q -b "slow-$pct" base || exit 1
-    "$PY" "$planter" apply "$pct" "$clone/gemm/kernels/03_coarsened.cu" >/dev/null || exit 1
-    g commit -qam "plant $pct% more K-steps in the coarsened kernel" || exit 1
+    "$PY" "$planter" delay "$pct" "$clone/gemm/kernels/03_coarsened.cu" >/dev/null || exit 1
+    g commit -qam "plant a $pct-cycle delay a block in the coarsened kernel" || exit 1
 done
 g checkout -q base
 echo "planted: $(g branch --list 'slow-*' | tr -d ' *' | tr '\n' ' ')"
@@ -106,13 +108,13 @@ for pct in $candidates; do
     gate "$pct" "$work/candidates" "slow-$pct" --cases coarsened-4096 --rounds 7
 done
 if [[ $dry == 1 ]]; then
-    two=3.5; one=2.5
+    two=32000; one=16000
 else
     cp "$work/candidates/runs.jsonl" "$out/candidates.jsonl"
     two=$("$PY" "$helper" pick "$work/candidates" 0.02) || exit 1
     one=$("$PY" "$helper" pick "$work/candidates" 0.01) || exit 1
 fi
-echo "2% plant: $two% more K-steps; 1% plant: $one%"
+echo "2% plant: $two cycles a block; 1% plant: $one cycles"
 
 banner "calibrate: $cal_runs A/A runs, default cases (writes thresholds.toml)"
 run "$PY" -m gemmbench calibrate --runs "$cal_runs" --repo "$clone" --rev base \

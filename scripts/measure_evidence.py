@@ -1,6 +1,6 @@
 """Helpers of scripts/measure-evidence.sh: pick the planted slowdowns by measurement, and judge the run.
 
-    python scripts/measure_evidence.py pick CANDIDATES_RUNDIR TARGET     (prints a nominal percent)
+    python scripts/measure_evidence.py pick CANDIDATES_RUNDIR TARGET     (prints the plant's nominal size)
     python scripts/measure_evidence.py summarize RUNDIR OUTDIR --runs N
 
 The gate runs are recorded one JSON line each by `scripts/slowdown.py record` (the planter's
@@ -44,7 +44,7 @@ def pick(rundir: Path, target: float) -> int:
             measured.append((float(run["condition"]), ratio - 1))
     reached = sorted(nominal for nominal, slowdown in measured if slowdown >= target)
     if not reached:
-        shown = ", ".join(f"{n:g}% → {s:+.2%}" for n, s in sorted(measured)) or "no runs"
+        shown = ", ".join(f"{n:g} → {s:+.2%}" for n, s in sorted(measured)) or "no runs"
         print(f"no candidate plant slows {CASE} by {target:.1%} ({shown})", file=sys.stderr)
         return 1
     print(f"{reached[0]:g}")

@@ -2,6 +2,7 @@
 check it on the GPU, and record and summarize the gate runs.
 
     python scripts/slowdown.py apply PERCENT gemm/kernels/03_coarsened.cu
+    python scripts/slowdown.py delay CYCLES gemm/kernels/03_coarsened.cu
     python scripts/slowdown.py verify ROOT      (GPU: gemm loads the planted kernel, still right)
     python scripts/slowdown.py record RUNDIR CONDITION RUN EXIT_CODE WALL_S GATE_JSON
     python scripts/slowdown.py summarize RUNDIR OUTDIR
@@ -10,6 +11,11 @@ The slowdown makes the kernel's K-loop run PERCENT% more K-steps. The extra step
 end of A's rows and B's columns, where the kernel's bounds checks load zeros, so they add nothing
 to C. The result stays right and the extra time is real arithmetic, not a sleep. `apply` refuses
 (exit 1) unless it finds exactly one K-loop it knows how to extend.
+
+On the H200 `apply` cannot plant less than about 8%: moving the loop's bound into a variable costs
+the kernel ~6% by itself. `delay` plants finer slowdowns: every block of gemm_coarsened first
+spins CYCLES device cycles, leaving the K-loop's code untouched, so the cost grows with CYCLES
+from zero (about 1% of coarsened 4096³ per 16k cycles on an H200 with two blocks a multiprocessor).
 """
 
 from __future__ import annotations
@@ -62,6 +68,30 @@ def apply(percent: float, path: Path) -> int:
         + body
     )
     print(f"{path}: K-loop runs to K + {permille / 10:g}% (prefetch tests moved: {count})")
+    return 0
+
+
+_ENTRY = re.compile(r"\bgemm_coarsened\s*\([^)]*\)\s*\{")
+
+
+def delay(cycles: int, path: Path) -> int:
+    """Make every block of gemm_coarsened spin ``cycles`` device cycles before its work."""
+    source = path.read_text()
+    if MACRO in source:
+        print(f"{path} already has a planted slowdown", file=sys.stderr)
+        return 1
+    entries = list(_ENTRY.finditer(source))
+    if len(entries) != 1 or cycles <= 0:
+        print(f"{path}: expected one gemm_coarsened definition and CYCLES > 0", file=sys.stderr)
+        return 1
+    at = entries[0].end()
+    path.write_text(
+        f"#define {MACRO} {cycles}  // scripts/slowdown.py: a planted delay in cycles, never merge\n"
+        + source[:at]
+        + f"\n    {{ const long long t0 = clock64(); while (clock64() - t0 < {MACRO}) {{ }} }}\n"
+        + source[at:]
+    )
+    print(f"{path}: each block spins {cycles} cycles first")
     return 0
 
 
@@ -216,6 +246,8 @@ def summarize(rundir: Path, outdir: Path) -> int:
 def main(argv: list[str]) -> int:
     if len(argv) == 3 and argv[0] == "apply":
         return apply(float(argv[1]), Path(argv[2]))
+    if len(argv) == 3 and argv[0] == "delay" and argv[1].isdigit():
+        return delay(int(argv[1]), Path(argv[2]))
     if len(argv) == 2 and argv[0] == "verify":
         return verify(Path(argv[1]))
     if len(argv) == 7 and argv[0] == "record":

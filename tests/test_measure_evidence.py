@@ -55,11 +55,11 @@ def test_dry_path_plans_every_step(tmp_path):
     done = script(str(tmp_path / "out"), DRY_RUN="1", RUNS="2")
     assert done.returncode == 0, done.stdout + done.stderr
     out = done.stdout
-    assert "planted: slow-2.5 slow-3 slow-3.5 slow-4 slow-5 slow-6 slow-8" in out
+    assert "planted: " + " ".join(f"slow-{c}" for c in (12, 16, 20, 24, 28, 32, 36, 40, 48, 64) for c in [c * 1000]) in out
     assert "-m gemmbench calibrate --runs 10" in out
     assert out.count("--head base --cases coarsened-4096,coarsened-2048") == 2  # A/A x RUNS
-    assert out.count("--head slow-3.5 --cases coarsened-4096,coarsened-2048") == 2
-    assert "--head slow-2.5 --cases coarsened-4096,coarsened-2048" in out
+    assert out.count("--head slow-32000 --cases coarsened-4096,coarsened-2048") == 2
+    assert "--head slow-16000 --cases coarsened-4096,coarsened-2048" in out
     assert "-m gemmbench report 4096 --variants coarsened" in out
     assert "asv" in (tmp_path / "out" / "asv.txt").read_text()
 
