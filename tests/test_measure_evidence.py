@@ -55,7 +55,8 @@ def test_dry_path_plans_every_step(tmp_path):
     done = script(str(tmp_path / "out"), DRY_RUN="1", RUNS="2")
     assert done.returncode == 0, done.stdout + done.stderr
     out = done.stdout
-    assert "planted: " + " ".join(f"slow-{c}" for c in (12, 16, 20, 24, 28, 32, 36, 40, 48, 64) for c in [c * 1000]) in out
+    cycles = (12, 16, 20, 24, 28, 32, 36, 40, 48, 64)
+    assert "planted: " + " ".join(f"slow-{c}000" for c in cycles) in out
     assert "-m gemmbench calibrate --runs 10" in out
     assert out.count("--head base --cases coarsened-4096,coarsened-2048") == 2  # A/A x RUNS
     assert out.count("--head slow-32000 --cases coarsened-4096,coarsened-2048") == 2
