@@ -56,11 +56,12 @@ def check_machine_file(path: Path) -> list[str]:
 
 
 def _finite_or_none(value) -> bool:
+    """A stored value asv can read: a number, null (failed) or NaN (skipped, e.g. left out by --bench)."""
     if value is None:
         return True
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return False
-    return math.isfinite(value)
+    return math.isfinite(value) or math.isnan(value)
 
 
 def check_result_file(path: Path, machine: str | None = None) -> list[str]:
@@ -102,7 +103,7 @@ def check_result_file(path: Path, machine: str | None = None) -> list[str]:
             problems.append(f"{name}: {len(result) if isinstance(result, list) else result!r} "
                             f"values for {expected} parameter combinations")
         elif result is not None and not all(_finite_or_none(v) for v in result):
-            problems.append(f"{name}: a value is neither a finite number nor null")
+            problems.append(f"{name}: a value is neither a finite number, NaN (skipped) nor null")
         samples = values.get("samples")
         if samples is not None and not isinstance(samples, list):
             problems.append(f"{name}: samples are {type(samples).__name__}, not a list")

@@ -109,15 +109,23 @@ def record(outdir: Path, name: str, run: harness.ActRun | None, expected: dict, 
     return row
 
 
+RUNS = ("pr-nochange", "pr-slowdown", "main-push")
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="scripts/act-gpu-evidence.sh")
     parser.add_argument("outdir", type=Path)
     parser.add_argument("--dry-run", action="store_true", help="CPU: set up, run the CPU jobs")
     parser.add_argument("--budget", type=float, default=390.0, help="seconds for everything")
+    parser.add_argument("--only", default=",".join(RUNS), help="comma-separated runs to make")
     try:
         opts = parser.parse_args(argv)
     except SystemExit as exc:
         return 2 if exc.code else 0
+    only = set(opts.only.split(","))
+    if not only <= set(RUNS):
+        print(f"error: --only takes {', '.join(RUNS)}, got {opts.only!r}", file=sys.stderr)
+        return 2
     started = time.monotonic()
 
     def left() -> float:
@@ -185,11 +193,11 @@ def main(argv: list[str]) -> int:
     expected = {"jobs": {cpu: "succeeded"} if opts.dry_run else {cpu: "succeeded", gpu: "succeeded"},
                 "texts": [] if opts.dry_run else ["gate passed on " + PR_MACHINE], "rc": 0}  # fmt: skip
     run = None
-    if left() > 60:
+    if "pr-nochange" in only and left() > 60:
         progress("pr.yml, head changes nothing ...")
         run = harness.run_act(scratch, "pull_request", pr_event(scratch, base, head, 1), "pr.yml",
                               home / "pr-nochange", env=env, variables=variables, job=job,
-                              timeout=max(30, min(170, left() - 150)))  # fmt: skip
+                              timeout=max(30, min(240, left() - 150)))  # fmt: skip
     rows.append(record(outdir, "pr-nochange", run, expected, "docs-only head; expected: pass"))
 
     # 2. A head with a planted slowdown of coarsened: the gate fails with exit 1.
@@ -201,11 +209,11 @@ def main(argv: list[str]) -> int:
     expected = {"jobs": {cpu: "succeeded"} if opts.dry_run else {cpu: "succeeded", gpu: "failed"},
                 "texts": [] if opts.dry_run else ["::error title=Performance regression::"]}  # fmt: skip
     run = None
-    if left() > 60:
+    if "pr-slowdown" in only and left() > 60:
         progress(f"pr.yml, head with a planted {SLOWDOWN_PERCENT}% slowdown ...")
         run = harness.run_act(scratch, "pull_request", pr_event(scratch, base, head, 2), "pr.yml",
                               home / "pr-slowdown", env=env, variables=variables, job=job,
-                              timeout=max(30, min(170, left() - 100)))  # fmt: skip
+                              timeout=max(30, min(240, left() - 100)))  # fmt: skip
     rows.append(record(outdir, "pr-slowdown", run, expected, "planted slowdown; expected: fail"))
 
     # 3. main: a push of 3 commits, history on the GPU, pushed to the stand-in origin, published.
@@ -219,7 +227,7 @@ def main(argv: list[str]) -> int:
     event = {"ref": "refs/heads/main", "before": base, "after": after,
              "repository": {"full_name": harness.REPOSITORY, "default_branch": "main"}}  # fmt: skip
     run = None
-    if left() > 30:
+    if "main-push" in only and left() > 30:
         progress("main.yml, push of 3 commits ...")
         run = harness.run_act(scratch, "push", event, "main.yml", home / "main", env=env,
                               variables=variables, timeout=max(30, left() - 10))  # fmt: skip

@@ -90,14 +90,23 @@ class TestCorrupt:
         ((_, problem),) = results.iter_problems(results_dir)
         assert problem == "params name machine 'h100', not 'h200-fixture'"
 
-    def test_non_finite_value(self, results_dir):
-        """NaN or a string where a time belongs is reported."""
+    @pytest.mark.parametrize("value", ["fast", float("inf")])
+    def test_non_finite_value(self, results_dir, value):
+        """A string or an infinity where a time belongs is reported."""
         victim = result_files(results_dir)[0]
         data = json.loads(victim.read_text())
-        data["results"]["bench_gemm.Gemm.track_tflops"][0][3] = "fast"
+        data["results"]["bench_gemm.Gemm.track_tflops"][0][3] = value
         victim.write_text(json.dumps(data))
         ((_, problem),) = results.iter_problems(results_dir)
-        assert "neither a finite number nor null" in problem
+        assert "neither a finite number, NaN (skipped) nor null" in problem
+
+    def test_skipped_value_is_valid(self, results_dir):
+        """NaN is how asv stores a parameter combination it skipped (history --bench leaves most out)."""
+        victim = result_files(results_dir)[0]
+        data = json.loads(victim.read_text())
+        data["results"]["bench_gemm.Gemm.track_tflops"][0][3] = float("nan")
+        victim.write_text(json.dumps(data))
+        assert list(results.iter_problems(results_dir)) == []
 
     def test_unknown_machine(self, results_dir, capsys):
         """Asking for a machine with no results is an error, not a silent pass."""
