@@ -147,6 +147,11 @@ def test_stage_results(tmp_path):
     proc = run(sys.executable, str(CI / "stage_results.py"), "--results-dir", str(results),
                "--machine", "absent", str(tmp_path / "o2"))  # fmt: skip
     assert proc.returncode == 1 and "history stored nothing for absent" in proc.stdout
+    for bad in ("..", "", "a/b"):
+        proc = run(sys.executable, str(CI / "stage_results.py"), "--results-dir", str(results),
+                   "--machine", bad, str(tmp_path / "o3"))  # fmt: skip
+        assert proc.returncode == 2 and "not a plain folder name" in proc.stderr, proc.stderr
+        assert "Traceback" not in proc.stderr and len(proc.stderr.splitlines()) == 1
 
 
 HARNESS = """import json, os, sys
