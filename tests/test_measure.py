@@ -53,8 +53,11 @@ class TestErrorBound:
         assert measure.error_bound(16384) == pytest.approx(2 * measure.error_bound(4096))
 
     def test_policies(self):
-        """Comparisons are timed cold, tuning warm, and an unknown purpose is refused."""
+        """Comparisons and tuning are timed cold (as tune does), and an unknown purpose is refused."""
+        from gemmbench import tune
+
         assert measure.L2_POLICY == measure.L2_FOR["comparison"] == "cold"
+        assert measure.L2_FOR["tuning"] == tune.L2_POLICY == "cold"
         with pytest.raises(ValueError, match="unknown purpose"):
             measure.new_timer("speed")
 
