@@ -11,7 +11,8 @@ class the candidate with the best geometric mean of (fastest time ÷ its time) o
 shapes wins. The GPU's entry of gemm/dispatch_table.py is replaced by this run's winners, and
 its section of docs/tuning.md by this run's measurements. A candidate with a wrong result never
 wins and is marked in the measurements. Exit: 0 done; 1 some candidate gave a wrong result (the
-table is written from the others); 2 usage; 4 no usable GPU.
+table is written from the others); 2 usage (checked before any GPU work, output paths included);
+4 no usable GPU; 130 interrupted (the table and docs/tuning.md left as they were).
 """
 
 from __future__ import annotations
