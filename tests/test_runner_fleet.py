@@ -7,10 +7,10 @@ import json
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from linters import INSTALL_HINT, tool
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNNER = ROOT / "runner"
@@ -19,16 +19,6 @@ SCHEMA = ARC / "values.schema.json"
 VALUES = sorted(ARC.glob("*.values.yaml"))
 UNIT = RUNNER / "gemm-runner@.service"
 CONF = RUNNER / "gemm-runner.conf.example"
-INSTALL_HINT = "install the lint extra: python -m pip install -e '.[lint]'"
-
-
-def tool(name: str) -> str:
-    """The path of a linter, beside this interpreter (an unactivated venv) or on PATH; else fail."""
-    beside = Path(sys.executable).parent / name
-    path = str(beside) if beside.is_file() else shutil.which(name)
-    if path is None:
-        pytest.fail(f"{name} is not installed; {INSTALL_HINT}")
-    return path
 
 
 def load_yaml(path: Path):

@@ -12,11 +12,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from linters import INSTALL_HINT, tool
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKFLOW_DIR = ROOT / ".github" / "workflows"
 WORKFLOWS = sorted(WORKFLOW_DIR.glob("*.y*ml"))
-INSTALL_HINT = "install the lint extra: python -m pip install -e '.[lint]'"
 
 # Labels every self-hosted runner has, or that GitHub's own runners use.
 BUILTIN_LABELS = {"self-hosted", "linux", "x64", "arm64", "windows", "macos"}
@@ -31,15 +31,6 @@ GPU_STEP = re.compile(r"gpu-suite\.sh|gemmbench (gate|history|machine)|nvidia-sm
 # Which jobs a GPU runner takes; a runner never carries both.
 LANES = {"pr.yml": "gpu-pr", "main.yml": "gpu-history"}
 DEFAULT_RUNNERS = re.compile(r"\|\|\s*'(\[.*\])'\s*\)\s*\}\}\s*$", re.S)
-
-
-def tool(name: str) -> str:
-    """The path of a linter, beside this interpreter (an unactivated venv) or on PATH; else fail."""
-    beside = Path(sys.executable).parent / name
-    path = str(beside) if beside.is_file() else shutil.which(name)
-    if path is None:
-        pytest.fail(f"{name} is not installed; {INSTALL_HINT}")
-    return path
 
 
 def load_yaml(text: str):
