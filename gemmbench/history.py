@@ -431,18 +431,23 @@ def run_sharded(opts, repo: Path, results_dir: Path, sha: str, env: dict[str, st
     exit status (0 when every run passed)."""
     common = ["-E", f"existing:{opts.python}", "--set-commit-hash", sha,
               "--machine", opts.machine]
-    # Discovery only (asv's own "just-discover"): writes benchmarks.json with every series.
-    status = run_asv(["run", "--config", str(opts.config), *common, "--bench", "just-discover"],
-                     env, repo)
-    if status != 0:
-        log(f"{label}: asv could not discover the benchmarks (exit {status})")
-        return status
-    benchmarks = json.loads((results_dir / "benchmarks.json").read_text(encoding="utf-8"))
-    series = shard.series_of(benchmarks)
-    if opts.bench:
-        import re
+    if opts.series is None:
+        # Discovery only (asv's own "just-discover"), once per history: offline, every commit is
+        # measured with the one suite in benchmark_dir, so its series are the same for all.
+        status = run_asv(
+            ["run", "--config", str(opts.config), *common, "--bench", "just-discover"], env, repo
+        )
+        if status != 0:
+            log(f"{label}: asv could not discover the benchmarks (exit {status})")
+            return status
+        benchmarks = json.loads((results_dir / "benchmarks.json").read_text(encoding="utf-8"))
+        series = shard.series_of(benchmarks)
+        if opts.bench:
+            import re
 
-        series = [s for s in series if any(re.search(p, s) for p in opts.bench)]
+            series = [s for s in series if any(re.search(p, s) for p in opts.bench)]
+        opts.series = series
+    series = opts.series
     homes = shard.home_gpus(series, opts.gpus, pinned=load_homes(results_dir, opts.machine))
     save_homes(results_dir, opts.machine, {**load_homes(results_dir, opts.machine), **homes})
     with tempfile.TemporaryDirectory(prefix="gemmbench-shards-") as scratch:
@@ -652,7 +657,7 @@ def main(argv: list[str] | None = None) -> int:
         if not commits:
             raise HistoryError(f"{opts.revrange!r} holds no commits; give a range A..B with B "
                                "after A, or one commit")
-        spec, opts.gpus = opts.gpus, None
+        spec, opts.gpus, opts.series = opts.gpus, None, None
         if spec is not None:
             from gemmbench import machine as gpu_machine
 
