@@ -8,9 +8,14 @@
 #  5. the gate, A/A and a planted slowdown of coarsened: on one GPU; spread over both GPUs (two
 #     gates at once, each with half the cases); replicated (the full gate on each GPU at once).
 # Usage: scripts/multigpu-evidence.sh [--dry-run] OUTDIR
-#   env: COMMITS=5, ONE_GPU_COMMITS=3, BENCH (history's --bench, default all of time_gemm),
-#        ROUNDS=1 (asv rounds), PLANT=80000 (device cycles a block, ~5% of coarsened 4096^3),
-#        BUDGET_S=480 (no step starts after it; the whole stays within 9 minutes), MACHINE=mg
+#   env: COMMITS=5, ONE_GPU_COMMITS=2, BENCH (history's --bench, default all of time_gemm),
+#        ROUNDS=2 (asv rounds), PLANT=80000 (device cycles a block, ~5% of coarsened 4096^3),
+#        BUDGET_S=470 (no step starts after it; the whole stays within 9 minutes), MACHINE=mg
+# Budget (estimated, not yet measured): a commit's time_gemm at 2 rounds is ~80 s on one H200,
+# ~40 s on two, plus ~7 s to install and start asv: one GPU 2 x 87 s, two GPUs 5 x 47 s, gates
+# ~75 s. Steps run in order of need (histories, gate, publish, then the optional extra rerun);
+# one that would start after BUDGET_S is skipped and named in skipped.txt. The commits all hold
+# the same code, so they are reruns of one code on the same home GPUs as well.
 # --dry-run (CPU): makes the throwaway repository, its commits and the plant, prints every
 # command it would run, and exits 0 without touching a GPU.
 # OUTDIR gets summary.md/json, history-*.txt, gate-*.json, gate-logs.txt, results-*/ (asv).
@@ -24,8 +29,8 @@ dry=0
 if [[ ${1:-} == --dry-run ]]; then dry=1; shift; fi
 [[ $# -eq 1 && -n $1 && $1 != -* ]] || usage
 positive() { [[ $2 =~ ^[1-9][0-9]*$ ]] || { echo "multigpu-evidence: $1=$2 is not a positive whole number" >&2; exit 2; }; }
-commits=${COMMITS:-5}; one_commits=${ONE_GPU_COMMITS:-3}; rounds=${ROUNDS:-1}
-plant=${PLANT:-80000}; budget=${BUDGET_S:-480}; machine=${MACHINE:-mg}
+commits=${COMMITS:-5}; one_commits=${ONE_GPU_COMMITS:-2}; rounds=${ROUNDS:-2}
+plant=${PLANT:-80000}; budget=${BUDGET_S:-470}; machine=${MACHINE:-mg}
 bench=${BENCH:-Gemm\.time_gemm\(}
 positive COMMITS "$commits"; positive ONE_GPU_COMMITS "$one_commits"; positive ROUNDS "$rounds"
 positive PLANT "$plant"; positive BUDGET_S "$budget"
@@ -51,7 +56,10 @@ helper=$repo/scripts/multigpu_evidence.py
 export PIP_BREAK_SYSTEM_PACKAGES=1  # history installs each commit into $PY, a system python3
 
 banner() { printf '\n=== %s (%s, %d s)\n' "$1" "$(date -u +%H:%M:%S)" $((SECONDS - started)); }
-left() { echo $((hard_stop - (SECONDS - started))); }
+left() { # seconds left before the hard stop, at least 1 (`timeout 0` would mean no limit)
+    local n=$((hard_stop - (SECONDS - started)))
+    echo $((n > 0 ? n : 1))
+}
 over_budget() { ((SECONDS - started > budget)); }
 run() { if [[ $dry == 1 ]]; then echo "+ $*"; return 0; fi; "$@"; }
 skip() { echo "time budget of $budget s reached: $1 not started" | tee -a "$out/skipped.txt"; }
@@ -144,12 +152,6 @@ if over_budget; then skip "one-GPU history"; else
     banner "history on one GPU (the plain path): $one_commits commits"
     hist one "$work/one.conf.json" "$machine-one" "$first..$one_end"
 fi
-if over_budget; then skip "rerun"; else
-    banner "the last commit again on both GPUs (same homes)"
-    mkdir -p "$out/results-rerun/$machine-both"
-    run cp "$out/results-both/$machine-both/gpu-homes.tsv" "$out/results-rerun/$machine-both/"
-    hist rerun "$work/rerun.conf.json" "$machine-both" "$last" --gpus all
-fi
 if over_budget; then skip "publish"; else
     banner "asv publish of both histories"
     for name in both one; do
@@ -200,8 +202,14 @@ for leg in "one-GPU A/A|base" "one-GPU plant|slow" "spread A/A|base" "spread pla
     esac
 done
 
+if over_budget; then skip "rerun"; else
+    banner "the last commit again on both GPUs (same homes)"
+    mkdir -p "$out/results-rerun/$machine-both"
+    run cp "$out/results-both/$machine-both/gpu-homes.tsv" "$out/results-rerun/$machine-both/"
+    hist rerun "$work/rerun.conf.json" "$machine-both" "$last" --gpus all
+fi
 if [[ $dry == 1 ]]; then
-    echo "dry run: nothing measured; on 2 H200 this takes about 7-8 minutes (BUDGET_S=$budget)"
+    echo "dry run: nothing measured; on 2 H200 this takes about 8-9 minutes (BUDGET_S=$budget)"
     exit 0
 fi
 banner "summary"

@@ -121,3 +121,83 @@ class TestHomes:
     def test_no_logs(self, tmp_path):
         """Without run logs nothing is proven."""
         assert multigpu_evidence.check_homes(tmp_path, self.HOMES) == ["no run logs stored"]
+
+
+SERIES = TestHomes.HOMES
+COLUMNS = ["result", "params", "version", "started_at", "duration"]
+PARAMS = [["'naive'", "'tiled'"], ["'4096x4096x4096'"]]
+
+
+def write_results(folder: Path, machine: str, values: dict[str, list[float]]) -> None:
+    """asv result files (format version 2) of ``machine``, one per commit: commit -> values."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "machine.json").write_text(json.dumps({"machine": machine, "version": 1}))
+    for sha, row in values.items():
+        document = {
+            "commit_hash": sha, "env_name": "existing-py", "date": 1, "python": "3.12",
+            "params": {"machine": machine, "python": "3.12"}, "requirements": {},
+            "env_vars": {}, "result_columns": COLUMNS, "durations": {}, "version": 2,
+            "results": {"bench_gemm.Gemm.time_gemm": [row, PARAMS, "v", 1, 1.0]},
+        }
+        (folder / f"{sha[:8]}-existing-py.json").write_text(json.dumps(document))
+
+
+def passing_outdir(out: Path, values: dict[str, list[float]]) -> None:
+    """What a good run of the script leaves: 2 commits on both GPUs at 1.9x one GPU's rate."""
+    both = out / "results-both" / "mg-both"
+    write_results(both, "mg-both", values)
+    write_results(out / "results-one" / "mg-one", "mg-one", values)
+    (both / "gpu-homes.tsv").write_text("".join(f"{u}\t{s}\n" for s, u in SERIES.items()))
+    for sha in values:
+        write_log(both, sha, TestHomes().entries(B))
+    runs = [{"history": "both", "exit": 0, "wall_s": 100.0},
+            {"history": "one", "exit": 0, "wall_s": 95.0}]
+    (out / "history-runs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in runs))
+    for html in ("html-both", "html-one"):
+        (out / html / "graphs" / "m").mkdir(parents=True)
+        (out / html / "index.json").write_text(json.dumps({"benchmarks": {"x": {}}}))
+        points = [[1, [1.0, 2.0]], [2, [1.0, 2.0]]]
+        (out / html / "graphs" / "m" / "x.json").write_text(json.dumps(points))
+    gates = [("one-GPU A/A", 0), ("one-GPU plant", 1), ("spread A/A", 0), ("spread A/A", 0),
+             ("spread plant", 1), ("spread plant", 1), ("replicate A/A", 0), ("replicate A/A", 0)]
+    lines = [{"leg": leg, "exit": code, "wall_s": 9.0} for leg, code in gates]
+    (out / "gate-runs.jsonl").write_text("".join(json.dumps(g) + "\n" for g in lines))
+
+
+def summarize(out: Path) -> int:
+    return multigpu_evidence.main(["summarize", str(out), "--machine", "mg", "--last", "d" * 40,
+                                   "--commits", "2", "--one-commits", "1"])
+
+
+class TestSummarize:
+    """The judge on OUTDIRs laid out as the script leaves them."""
+
+    def test_good_run_passes(self, tmp_path):
+        """Both GPUs 1.9x, homes kept, reruns within 0.5%, same dashboard, right verdicts."""
+        passing_outdir(tmp_path, {"c" * 40: [1.000, 2.000], "d" * 40: [1.002, 1.996]})
+        assert summarize(tmp_path) == 0, (tmp_path / "summary.md").read_text()
+        checks = json.loads((tmp_path / "summary.json").read_text())["checks"]
+        assert checks["speedup"]["ratio"] == pytest.approx(2 / 100 / (1 / 95))
+        assert checks["homes"]["series_per_gpu"] == {A: 1, B: 1}
+
+    def test_rerun_beyond_half_a_percent_fails(self, tmp_path):
+        """A series 1% apart between two runs of the same code fails the rerun check."""
+        passing_outdir(tmp_path, {"c" * 40: [1.00, 2.0], "d" * 40: [1.02, 2.0]})
+        assert summarize(tmp_path) == 1
+        checks = json.loads((tmp_path / "summary.json").read_text())["checks"]
+        assert not checks["rerun"]["ok"] and checks["speedup"]["ok"]
+        assert checks["rerun"]["over_0.5%"] == [next(iter(SERIES))]
+
+    def test_slow_speedup_and_passing_plant_fail(self, tmp_path):
+        """Under 1.8x, or a plant the spread gate lets through, fails its check."""
+        passing_outdir(tmp_path, {"c" * 40: [1.0, 2.0], "d" * 40: [1.0, 2.0]})
+        runs = [{"history": "both", "exit": 0, "wall_s": 120.0},
+                {"history": "one", "exit": 0, "wall_s": 95.0}]
+        (tmp_path / "history-runs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in runs))
+        gates = (tmp_path / "gate-runs.jsonl").read_text().replace(
+            '"spread plant", "exit": 1', '"spread plant", "exit": 0')
+        (tmp_path / "gate-runs.jsonl").write_text(gates)
+        assert summarize(tmp_path) == 1
+        checks = json.loads((tmp_path / "summary.json").read_text())["checks"]
+        assert not checks["speedup"]["ok"] and not checks["gate"]["ok"]
+        assert checks["homes"]["ok"] and checks["rerun"]["ok"]
