@@ -338,8 +338,9 @@ def fingerprint() -> dict[str, str]:
         gpu_mig=(row["mig.mode.current"] or "n/a").lower(),
         gpu_ecc=(row["ecc.mode.current"] or "n/a").lower(),
     )
-    if row.get("uuid"):
-        info["gpu_uuids"] = row["uuid"]  # the one device used; `machine --gpus` lists several
+    # No gpu_uuids here: asv puts every machine field into the dashboard's graph paths, so a new
+    # field in the default record would split every existing single-GPU machine's lines. Only
+    # `machine --gpus` records UUIDs (main adds them).
     return info
 
 

@@ -350,3 +350,14 @@ class TestMachineGpus:
         assert self.run(tmp_path, "--gpus", "7") == 2
         err = capsys.readouterr().err.strip()
         assert len(err.splitlines()) == 1 and "0=GPU-1111" in err
+
+    def test_default_record_unchanged(self, tmp_path, two_gpu_host, fake_gpu, capsys):
+        """Without --gpus the record has no gpu_uuids (asv would put a new field into every graph
+        path and split existing machines' lines); a name recorded for two GPUs then refuses it."""
+        assert self.run(tmp_path) == 0
+        assert "gpu_uuids" not in json.loads((tmp_path / "m.json").read_text())["h200x2"]
+        (tmp_path / "m.json").unlink()
+        assert self.run(tmp_path, "--gpus", "all") == 0
+        capsys.readouterr()
+        assert self.run(tmp_path) == machine.EXIT_IDENTITY_MISMATCH
+        assert "is recorded but not used" in capsys.readouterr().err
