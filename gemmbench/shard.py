@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 # The rule (docs/benchmarks.md, "Several GPUs"): a series is one line of the dashboard, i.e. one
 # benchmark with one combination of its parameters, named as asv's --bench matches it:
@@ -43,25 +43,30 @@ def expected_cost(series: str) -> float:
 
 
 def home_gpus(
-    series: Sequence[str], uuids: Sequence[str], pinned: Mapping[str, str] | None = None
+    series: Sequence[str],
+    uuids: Sequence[str],
+    pinned: Mapping[str, str] | None = None,
+    cost: Callable[[str], float] | None = None,
 ) -> dict[str, str]:
-    """series -> UUID of its home GPU: pinned homes kept, the rest dealt out by expected cost.
+    """series -> UUID of its home GPU: pinned homes kept, the rest dealt out by expected cost
+    (``cost``, default `expected_cost`).
 
     A pinned home on a GPU that is not in ``uuids`` is not kept: the run's GPUs differ from the
     record, which `check_gpus` refuses before anything is measured.
     """
     if not uuids:
         raise ValueError("no GPUs to give the series to")
+    cost = cost or expected_cost
     pinned = {s: u for s, u in (pinned or {}).items() if u in uuids}
     homes = {s: pinned[s] for s in series if s in pinned}
     load = {u: 0.0 for u in uuids}
     for name, uuid in homes.items():
-        load[uuid] += expected_cost(name)
-    rest = sorted((s for s in series if s not in homes), key=lambda s: (-expected_cost(s), s))
+        load[uuid] += cost(name)
+    rest = sorted((s for s in series if s not in homes), key=lambda s: (-cost(s), s))
     for name in rest:
         uuid = min(uuids, key=lambda u: (load[u], uuids.index(u)))
         homes[name] = uuid
-        load[uuid] += expected_cost(name)
+        load[uuid] += cost(name)
     return homes
 
 

@@ -5,8 +5,8 @@
 #  2. every series measured on its home GPU, checked from the stored results and run logs;
 #  3. the last commit measured again on both GPUs: per-benchmark difference of the two runs;
 #  4. `asv publish` of both histories: the same graphs in the same form;
-#  5. the gate, A/A and a planted slowdown of coarsened: on one GPU; spread over both GPUs (two
-#     gates at once, each with half the cases); replicated (the full gate on each GPU at once).
+#  5. the gate, A/A and a planted slowdown of coarsened: on one GPU; spread over both GPUs
+#     (`gate --gpus all`); replicated (the full gate on each GPU at once).
 # Usage: scripts/multigpu-evidence.sh [--dry-run] OUTDIR
 #   env: COMMITS=5, ONE_GPU_COMMITS=2, BENCH (history's --bench, default all of time_gemm),
 #        ROUNDS=2 (asv rounds), PLANT=80000 (device cycles a block, ~5% of coarsened 4096^3),
@@ -159,16 +159,19 @@ if over_budget; then skip "publish"; else
     done
 fi
 
-gate() { # gate LABEL GPUS HEAD CASES: one gate run, CUDA_VISIBLE_DEVICES=GPUS, recorded
+gate() { # gate LABEL GPUS HEAD CASES: one gate run on GPUS (a UUID, or "all": gate --gpus all)
     local label=$1 gpus=$2 head=$3 cases=$4 t0 ms rc json
-    json="$out/gate-${label// /_}-${gpus:0:12}.json"
+    local -a pick=(env CUDA_VISIBLE_DEVICES="$gpus") spread=()
+    if [[ $gpus == all ]]; then pick=(env -u CUDA_VISIBLE_DEVICES); spread=(--gpus all); fi
+    local name=${label// /_}
+    json="$out/gate-${name//\//-}-${gpus:0:12}.json"  # "A/A" -> "A-A": one file, no folder
     if [[ $dry == 1 ]]; then
-        echo "+ CUDA_VISIBLE_DEVICES=$gpus $PY -m gemmbench gate --repo $clone --base base --head $head --cases $cases"
+        echo "+ ${pick[*]} $PY -m gemmbench gate --repo $clone --base base --head $head ${spread[*]} --cases $cases"
         return 0
     fi
     t0=$(date +%s%N)
-    CUDA_VISIBLE_DEVICES=$gpus timeout "$(left)" "$PY" -m gemmbench gate --repo "$clone" --base base \
-        --head "$head" --thresholds "$repo/thresholds.toml" --json "$json" \
+    "${pick[@]}" timeout "$(left)" "$PY" -m gemmbench gate --repo "$clone" --base base \
+        --head "$head" --thresholds "$repo/thresholds.toml" --json "$json" "${spread[@]}" \
         ${cases:+--cases "$cases"} >"$json.log" 2>&1
     rc=$?
     ms=$((($(date +%s%N) - t0) / 1000000))
@@ -187,17 +190,15 @@ together() { # together LABEL HEAD CASES0 CASES1: one gate per GPU at once; wall
     [[ $dry == 1 ]] || printf '{"leg": "%s", "pair_wall_s": %d.%03d}\n' "$label" $((ms / 1000)) $((ms % 1000)) \
         >>"$out/gate-runs.jsonl"
 }
-# The default cases (thresholds.toml [gate]) split in two by expected cost; each gate adds the
-# cuBLAS canary itself.
-half0=naive-4096,coarsened-2048
-half1=tiled-4096,coarsened-4096
+# Spread: `gate --gpus all` splits the default cases by expected cost, one gate per GPU at once,
+# each adding the cuBLAS canary. Replicate: the full gate on each GPU at once (two commands).
 for leg in "one-GPU A/A|base" "one-GPU plant|slow" "spread A/A|base" "spread plant|slow" "replicate A/A|base"; do
     label=${leg%%|*}; head=${leg##*|}
     if over_budget; then skip "gate $label"; continue; fi
     banner "gate: $label"
     case $label in
         one-GPU*) gate "$label" "$uuid0" "$head" "" ;;
-        spread*) together "$label" "$head" "$half0" "$half1" ;;
+        spread*) gate "$label" all "$head" "" ;;
         replicate*) together "$label" "$head" "" "" ;;
     esac
 done
