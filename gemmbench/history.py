@@ -236,6 +236,8 @@ def check_machine(machine: str, gpus: Sequence[str] | None = None) -> bool:
                 gpus = gpu.select_gpus(None)
             except gpu.NoGpuError as exc:
                 raise NoGpu(str(exc)) from exc
+            except gpu.GpuSelectionError as exc:  # CUDA_VISIBLE_DEVICES names no GPU here
+                raise HistoryError(f"CUDA_VISIBLE_DEVICES: {exc}") from None
         changed = shard.gpu_differences(shard.parse_gpu_list(record["gpu_uuids"]), gpus)
         if changed:
             raise Mismatch(
@@ -399,10 +401,28 @@ def shard_config(config: Path, folder: Path) -> Path:
     return path
 
 
-def run_asv_together(runs: Sequence[tuple[list[str], dict[str, str]]], cwd: Path) -> list[int]:
-    """Run several asv commands at once, each in its own process group; an interrupt stops all."""
-    processes = [subprocess.Popen([sys.executable, "-m", "asv", *args], env=env, cwd=cwd,
-                                  start_new_session=True) for args, env in runs]
+# asv 0.6.6 rewrites ~/.asv-machine.json at the start of every `asv run` (Machine.load saves
+# what it read), without an atomic rename; a second asv reading it meanwhile finds it empty and
+# stops ("Error parsing JSON"). So each asv of a commit reads and rewrites its own copy: this
+# launcher points asv's MachineCollection at that copy and runs asv as `python -m asv` does.
+# Only asv's own process reads the file; the benchmark processes it starts are unchanged.
+_ASV_WITH_MACHINE_FILE = """\
+import sys
+from asv.machine import MachineCollection
+path = sys.argv.pop(1)
+MachineCollection.get_machine_file_path = staticmethod(lambda: path)
+from asv.main import main
+main()
+"""
+
+
+def run_asv_together(runs: Sequence[tuple[list[str], dict[str, str]]], cwd: Path,
+                     machine_files: Sequence[Path]) -> list[int]:
+    """Run several asv commands at once, each in its own process group and with its own copy of
+    the asv machine file (see above); an interrupt stops them all."""
+    processes = [subprocess.Popen([sys.executable, "-c", _ASV_WITH_MACHINE_FILE, str(machine_file),
+                                   *args], env=env, cwd=cwd, start_new_session=True)
+                 for (args, env), machine_file in zip(runs, machine_files, strict=True)]
     try:
         return [process.wait() for process in processes]
     except BaseException:
@@ -451,7 +471,9 @@ def run_sharded(opts, repo: Path, results_dir: Path, sha: str, env: dict[str, st
     homes = shard.home_gpus(series, opts.gpus, pinned=load_homes(results_dir, opts.machine))
     save_homes(results_dir, opts.machine, {**load_homes(results_dir, opts.machine), **homes})
     with tempfile.TemporaryDirectory(prefix="gemmbench-shards-") as scratch:
-        runs, folders, shares = [], [], []
+        from gemmbench.machine import machine_file_path
+
+        runs, folders, shares, machine_files = [], [], [], []
         for index, uuid in enumerate(opts.gpus):
             share = sorted(s for s, home in homes.items() if home == uuid)
             if not share:
@@ -466,8 +488,10 @@ def run_sharded(opts, repo: Path, results_dir: Path, sha: str, env: dict[str, st
                     "--record-samples", *(f"--bench={p}" for p in shard.bench_patterns(share)),
                     *opts.asv_arg]
             runs.append((args, dict(env, CUDA_VISIBLE_DEVICES=uuid)))
+            machine_files.append(folder.parent / f"{folder.name}.asv-machine.json")
+            shutil.copyfile(machine_file_path(), machine_files[-1])
         log(f"{label}: {len(series)} series on {len(runs)} GPUs at once ({', '.join(shares)})")
-        statuses = run_asv_together(runs, repo)
+        statuses = run_asv_together(runs, repo, machine_files)
         documents, name, machine_json = [], None, None
         for folder in folders:
             for path in sorted((folder / opts.machine).glob(f"{sha[:8]}-*.json")):

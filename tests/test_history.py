@@ -392,7 +392,8 @@ class TestHistoryOnSeveralGpus:
         done = subprocess.run(sharded_command(sharded, "--gpus", "all"), cwd=repo, env=env,
                               capture_output=True, text=True, timeout=600)
         assert done.returncode == 0, done.stdout + done.stderr
-        assert "already stored, skipped" in done.stdout and first[0].read_bytes() == first_bytes
+        assert "already stored, skipped" in done.stdout, done.stdout
+        assert first[0].read_bytes() == first_bytes
 
         homes = history.load_homes(results_dir, SHARDED_MACHINE)
         assert set(homes.values()) == set(FAKE_UUIDS), "both GPUs have a share"
