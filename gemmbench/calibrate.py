@@ -28,7 +28,7 @@ from . import exitcodes
 from . import gate as gate_mod
 from . import thresholds as thresholds_mod
 from .gate_decision import INCONCLUSIVE, INFRA, PASS, REGRESSION, Report
-from .results import OneLineErrorParser
+from .results import OneLineErrorParser, cannot_write
 from .stats import smallest_p
 
 # The tolerance is the worst A/A deviation seen × this factor. The worst of N ≈ 10 runs sits
@@ -255,8 +255,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     reports: list[Report] = []
     try:
         config = thresholds_mod.load(path)
-        if not args.dry_run and not _writable(path):
-            raise CalibrationError(exitcodes.USAGE, f"cannot write {path}; use --dry-run")
+        if not args.dry_run and (why := cannot_write(path, "--thresholds")):
+            raise CalibrationError(exitcodes.USAGE, f"{why} or use --dry-run")
+        if args.json and (why := cannot_write(args.json, "--json")):
+            raise CalibrationError(exitcodes.USAGE, why)
+        try:
+            gate_mod._check_provider(args.cases_from)
+        except gate_mod.UsageError as exc:
+            raise CalibrationError(exitcodes.USAGE, str(exc)) from None
         for i in range(args.runs):
             report = one_run(args, path)
             reports.append(report)
@@ -334,8 +340,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"worst deviation {worst.max_deviation:.3%} ({worst.name}) × {SAFETY_FACTOR:g}, "
         f"floor {FLOOR:.1%}; {per_round_s:.2f} s a round"
     )
-    if args.json:
-        _write_json(args.json, reports, observed, tolerance, rounds, gpu, per_round_s, startup)
+    if args.json:  # checked before the runs; a folder removed since then costs only this file
+        try:
+            _write_json(args.json, reports, observed, tolerance, rounds, gpu, per_round_s, startup)
+        except OSError as exc:
+            print(
+                f"gemmbench calibrate: could not write --json {args.json}: {exc}", file=sys.stderr
+            )
     if args.dry_run:
         print(f'dry run: [gpu."{gpu}".gate] would get {values}')
         return exitcodes.OK
@@ -346,14 +357,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exitcodes.USAGE
     print(f'wrote [gpu."{gpu}".gate] {values} into {path}')
     return exitcodes.OK
-
-
-def _writable(path: Path) -> bool:
-    try:
-        with open(path, "a", encoding="utf-8"):
-            return True
-    except OSError:
-        return False
 
 
 def _write_json(where, reports, observed, tolerance, rounds, gpu, per_round_s, startup) -> None:

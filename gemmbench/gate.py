@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib.util
 import json
 import os
 import signal
@@ -45,7 +46,7 @@ from .gate_decision import (
 from .gate_output import render_markdown, report_json, short_sha
 from .gate_process import _HARNESS_ROOT, GpuMonitor, WorkerFailure, WorkerProcess
 from .git import GitError, WorktreeError, detached_worktrees, git, signals_blocked
-from .results import OneLineErrorParser
+from .results import OneLineErrorParser, cannot_write
 
 DEFAULT_PROVIDER = "gemmbench.cases:gemm_cases"
 # Compiling every kernel from a cold CuPy cache can take a minute; a round of the default cases
@@ -406,7 +407,10 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     )
     parser.add_argument("--head", default="HEAD", help="the pull request's commit (default HEAD)")
     parser.add_argument("--repo", default=".", help="the git repository (default .)")
-    parser.add_argument("--thresholds", help="thresholds file (default: thresholds.toml in --repo)")
+    parser.add_argument(
+        "--thresholds",
+        help="thresholds file (default: the running harness's thresholds.toml, not --repo's)",
+    )
     parser.add_argument(
         "--markdown", metavar="PATH", help='append the summary here, e.g. "$GITHUB_STEP_SUMMARY"'
     )
@@ -437,6 +441,28 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         help=f"cases provider, imported in each side's worktree (default {DEFAULT_PROVIDER})",
     )
     return parser.parse_args(argv)
+
+
+def _check_provider(spec: str) -> None:
+    """A --cases-from whose module the workers cannot find is a typo (usage), not infrastructure.
+
+    Looked up as the workers import it (harness root first on the path), without importing it.
+    """
+    module_name, sep, func_name = spec.partition(":")
+    if not sep or not module_name or not func_name:
+        raise UsageError(f"--cases-from must be MODULE:FUNCTION, got {spec!r}")
+    sys.path.insert(0, str(_HARNESS_ROOT))
+    try:
+        found = importlib.util.find_spec(module_name) is not None
+    except (ImportError, ValueError):
+        found = False
+    finally:
+        sys.path.remove(str(_HARNESS_ROOT))
+    if not found:
+        raise UsageError(
+            f"--cases-from {spec}: no module {module_name!r} to import; name a module on "
+            "PYTHONPATH or in the harness"
+        )
 
 
 def _write_outputs(report: Report, args: argparse.Namespace) -> None:
@@ -479,6 +505,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parse_args(sys.argv[1:] if argv is None else list(argv))
     except SystemExit as exc:  # argparse has printed the usage error
         return exc.code if isinstance(exc.code, int) else 2
+    for option, path in (("--json", args.json), ("--markdown", args.markdown)):
+        if path and (why := cannot_write(path, option)):  # before any checkout or GPU work
+            print(f"gemmbench gate: {why}", file=sys.stderr)
+            return exitcodes.USAGE
     if args.gpus is not None:
         return _spread(args)
     started = time.perf_counter()
@@ -490,6 +520,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # The running harness's thresholds, not the revisions': in CI that is the base's file.
         path = args.thresholds or thresholds_mod.DEFAULT_PATH
         run = _Run(args, thresholds_mod.load(path))
+        _check_provider(args.cases_from)
         apply_overrides(run.config, args)  # fail early, before any checkout
         run.measure()
         report = run.analyze()

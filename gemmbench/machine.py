@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from . import exitcodes
-from .results import OneLineErrorParser
+from .results import OneLineErrorParser, bad_machine_name
 
 # Exit statuses (gemmbench/exitcodes.py, docs/exit-codes.md): no usable GPU or driver is an
 # infrastructure failure, never a regression; a name recorded with another GPU identity is 5.
@@ -445,6 +445,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--print", action="store_true", help="also print the record as JSON")
     args = parser.parse_args(argv)
+    if args.name is not None and (why := bad_machine_name(args.name, "--name")):
+        parser.error(why)
 
     try:
         parse_gpus_option(args.gpus)

@@ -13,10 +13,9 @@ import json
 import statistics
 import sys
 import time
-from pathlib import Path
 
 from . import exitcodes, measure
-from .results import OneLineErrorParser
+from .results import OneLineErrorParser, cannot_write
 
 DEFAULT_SHAPES = [(4096, 4096, 4096)]
 
@@ -81,20 +80,6 @@ def parse_args(argv: list[str], variants: list[str]) -> argparse.Namespace:
     if args.repeat < 1 or args.warmup < 0:
         parser.error("--repeat must be ≥ 1 and --warmup ≥ 0")
     return args
-
-
-def check_writable(path: str) -> str | None:
-    """Why ``path`` cannot be written (None if it can), found by opening it, before any GPU work."""
-    target = Path(path)
-    existed = target.exists()
-    try:
-        with open(target, "a", encoding="utf-8"):
-            pass
-    except OSError as exc:
-        return f"cannot write --json {path}: {exc.strerror or exc}"
-    if not existed:
-        target.unlink()
-    return None
 
 
 def run(shapes, variants, repeat: int, warmup: int, progress=sys.stderr) -> list[dict]:
@@ -201,8 +186,8 @@ def main(argv: list[str] | None = None) -> int:
         args = parse_args(sys.argv[1:] if argv is None else list(argv), list(VARIANTS))
     except SystemExit as exc:  # argparse printed the usage and the reason
         return exc.code if isinstance(exc.code, int) else exitcodes.USAGE
-    if args.json and (why := check_writable(args.json)):
-        print(f"gemmbench report: {why}; choose a writable path", file=sys.stderr)
+    if args.json and (why := cannot_write(args.json, "--json")):
+        print(f"gemmbench report: {why}", file=sys.stderr)
         return exitcodes.USAGE
     if why := _no_device():
         print(f"gemmbench report: no usable NVIDIA GPU: {why}", file=sys.stderr)

@@ -11,12 +11,12 @@ class the candidate with the best geometric mean of (fastest time ÷ its time) o
 shapes wins. The GPU's entry of gemm/dispatch_table.py is replaced by this run's winners, and
 its section of docs/tuning.md by this run's measurements. A candidate with a wrong result never
 wins and is marked in the measurements. Exit: 0 done; 1 some candidate gave a wrong result (the
-table is written from the others); 2 usage; 4 no usable GPU.
+table is written from the others); 2 usage (checked before any GPU work, output paths included);
+4 no usable GPU; 130 interrupted (the table and docs/tuning.md left as they were).
 """
 
 from __future__ import annotations
 
-import argparse
 import datetime
 import functools
 import json
@@ -29,7 +29,10 @@ from pathlib import Path
 from gemm import VARIANTS, dispatch
 from gemm.dispatch_table import TABLES
 from gemm.variants import Config, Variant, config_name
+from gemmbench import exitcodes
 from gemmbench.git import GitError, git
+from gemmbench.report import parse_shape
+from gemmbench.results import OneLineErrorParser, cannot_write
 
 REPO = Path(__file__).resolve().parents[1]
 TABLE_PATH = Path(dispatch.__file__).with_name("dispatch_table.py")
@@ -49,27 +52,15 @@ DEFAULT_SHAPES = [
 # most two waves of blocks and slices at least MIN_SLICE deep.
 SPLIT_CANDIDATES = (2, 3, 4, 6, 8)
 MIN_SLICE = 512
-# Relative Frobenius error against cuBLAS above which a candidate is wrong (as the speed-up
-# report's check): float32 rounding differs by ~sqrt(K)·2^-24, any indexing bug by O(1).
+# Relative Frobenius error against cuBLAS's output above which a candidate is wrong. tune's own
+# check, not the report's (gemmbench.measure, against float64): float32 rounding differs by
+# ~sqrt(K)·2^-24, any indexing bug by O(1).
 MAX_RELATIVE_ERROR = 1e-4
 SEED = 20240607
 L2_POLICY = "cold"
 
 _BEGIN = "<!-- tune: {gpu} begin -->"
 _END = "<!-- tune: {gpu} end -->"
-
-
-def parse_shape(text: str) -> tuple[int, int, int]:
-    parts = text.lower().replace("x", " ").split()
-    try:
-        values = tuple(int(p) for p in parts)
-    except ValueError:
-        values = ()
-    if len(values) == 1:
-        values = values * 3
-    if len(values) != 3 or min(values) <= 0:
-        raise argparse.ArgumentTypeError(f"shape {text!r} is not N or MxNxK with positive sizes")
-    return values
 
 
 def candidates(variant: Variant, m: int, n: int, k: int, sm_count: int) -> list[tuple[Config, int]]:
@@ -264,8 +255,8 @@ def measure(shapes, args, progress=sys.stderr) -> list[dict]:
     return rows
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+def _parser() -> OneLineErrorParser:
+    p = OneLineErrorParser(
         prog="python -m gemmbench tune",
         description="Time the dispatch's candidate configurations and K-splits per shape on this "
         "GPU and write its tuning table (gemm/dispatch_table.py) and docs/tuning.md.",
@@ -298,17 +289,30 @@ def main(argv: list[str] | None = None) -> int:
                 found = candidates(variant, m, n, k, args.sm_count)
                 names = ", ".join(f"{config_name(c)}×{s}" for c, s in found)
                 print(f"{m}x{n}x{k} ({dispatch.shape_class(m, n, k)}): {len(found)}: {names}")
-        return 0
+        return exitcodes.OK
+    # Every file it will write, checked before the GPU is even looked for.
+    for option, path in (("--json", args.json), ("--table", args.table), ("--doc", args.doc)):
+        if path and (why := cannot_write(path, option)):
+            print(f"gemmbench tune: {why}", file=sys.stderr)
+            return exitcodes.USAGE
     from gemm import NoDeviceError
     from gemm._api import _require_device
 
     try:
         _require_device()
     except NoDeviceError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 4
+        print(f"gemmbench tune: no usable NVIDIA GPU: {exc}", file=sys.stderr)
+        return exitcodes.INFRASTRUCTURE
     gpu = dispatch.current_gpu()
-    rows = measure(shapes, args)
+    try:
+        rows = measure(shapes, args)
+    except KeyboardInterrupt:
+        kept = f"; the measurements so far are in {args.json}" if args.json else ""
+        print(
+            f"gemmbench tune: interrupted; {args.table} and {args.doc} left as they were{kept}",
+            file=sys.stderr,
+        )
+        return exitcodes.INTERRUPTED
     wrong = [r for r in rows if not r["correct"]]
     winners = pick([r for r in rows if r["correct"]])  # a wrong candidate never wins
     tuned = f"{datetime.date.today().isoformat()} at {_commit()}"
@@ -332,9 +336,9 @@ def main(argv: list[str] | None = None) -> int:
         names = ", ".join(
             f"{r['config']}×{r['splits']} at {r['m']}x{r['n']}x{r['k']}" for r in wrong
         )
-        print(f"error: wrong results, left out of the table: {names}", file=sys.stderr)
-        return 1
-    return 0
+        print(f"gemmbench tune: wrong results, left out of the table: {names}", file=sys.stderr)
+        return exitcodes.FAILED
+    return exitcodes.OK
 
 
 if __name__ == "__main__":

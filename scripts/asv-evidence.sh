@@ -15,7 +15,8 @@
 # Needs: an NVIDIA GPU, python3 with CuPy, asv importable and on PATH. Exit 4: no usable GPU.
 set -euo pipefail
 
-OUT=${1:?usage: bash scripts/asv-evidence.sh OUT_DIR [PHASE ...]}
+[[ $# -ge 1 && -n $1 && $1 != -* ]] || { echo "usage: bash scripts/asv-evidence.sh OUT_DIR [PHASE ...]" >&2; exit 2; }
+OUT=$1
 shift
 PHASES=${*:-setup l2 aa history summary}
 MACHINE=${MACHINE:-h200}

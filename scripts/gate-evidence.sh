@@ -5,9 +5,10 @@
 # Usage: scripts/gate-evidence.sh OUTDIR     (env: RUNS=10, SLOWDOWNS="10 5 2", BUDGET_S=420)
 # OUTDIR gets gpu.csv, verify.txt, gate-logs.txt, runs.jsonl, summary.md and summary.json.
 # Exit: 0 A/A always passed and the largest slowdown always failed; 1 otherwise, or a slowdown
-# could not be planted or broke the kernel; 4 no usable GPU.
+# could not be planted or broke the kernel; 2 usage; 4 no usable GPU.
 set -uo pipefail
-out=${1:?usage: scripts/gate-evidence.sh OUTDIR}
+[[ $# -eq 1 && -n $1 && $1 != -* ]] || { echo "usage: scripts/gate-evidence.sh OUTDIR   (env RUNS, SLOWDOWNS, BUDGET_S)" >&2; exit 2; }
+out=$1
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 # shellcheck source=scripts/_env.sh

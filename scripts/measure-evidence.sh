@@ -143,7 +143,7 @@ repo, path, results, work = sys.argv[1:5]
 text = open(f"{repo}/asv.conf.json").read()
 conf = json.loads("\n".join(l for l in text.splitlines() if not l.lstrip().startswith("//")))
 conf.update(repo=f"{work}/repo", benchmark_dir=f"{repo}/benchmarks", env_dir=f"{work}/asv-env",
-            results_dir=results, html_dir=f"{work}/asv-html")
+            results_dir=results, html_dir=f"{work}/asv-html", branches=["base"])  # the clone's branch
 json.dump(conf, open(path, "w"), indent=2)
 EOF
 fi

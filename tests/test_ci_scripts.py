@@ -147,6 +147,11 @@ def test_stage_results(tmp_path):
     proc = run(sys.executable, str(CI / "stage_results.py"), "--results-dir", str(results),
                "--machine", "absent", str(tmp_path / "o2"))  # fmt: skip
     assert proc.returncode == 1 and "history stored nothing for absent" in proc.stdout
+    for bad in ("..", "", "a/b"):
+        proc = run(sys.executable, str(CI / "stage_results.py"), "--results-dir", str(results),
+                   "--machine", bad, str(tmp_path / "o3"))  # fmt: skip
+        assert proc.returncode == 2 and "not a plain folder name" in proc.stderr, proc.stderr
+        assert "Traceback" not in proc.stderr and len(proc.stderr.splitlines()) == 1
 
 
 HARNESS = """import json, os, sys
@@ -210,3 +215,72 @@ def test_setup_env_keeps_the_venv(tmp_path):
     assert proc.stdout.strip() == str(tmp_path / "bin")
     prefix = run(str(tmp_path / "bin" / "python"), "-c", "import sys; print(sys.prefix)")
     assert prefix.stdout.strip() == sys.prefix
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["scripts/gpu-suite.sh"],
+        ["scripts/gate-evidence.sh"],
+        ["scripts/asv-evidence.sh"],
+        ["scripts/sanitize.sh", "--bogus"],
+        ["scripts/ci/ruff.sh", "--bogus"],
+        ["scripts/ci/publish.sh", "--bogus"],
+    ],
+    ids=lambda argv: " ".join(argv),
+)
+def test_script_usage_error(argv):
+    """A missing or unknown argument is one usage line on stderr and exit 2, before any work."""
+    proc = run("bash", *argv)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.startswith("usage: ") and len(proc.stderr.splitlines()) == 1, proc.stderr
+
+
+def fake_bin(folder: Path, pytest_rc: int) -> Path:
+    """A python that succeeds at everything but pytest (exit PYTEST_RC), and an idle nvidia-smi."""
+    folder.mkdir()
+    (folder / "python").write_text(
+        f'#!/bin/sh\n[ "$2" = pytest ] && exit {pytest_rc}\n[ "$2" = pip ] && exit 1\nexit 0\n'
+    )
+    (folder / "nvidia-smi").write_text("#!/bin/sh\necho 'name, driver_version'\necho 'Fake, 1'\n")
+    for tool in folder.iterdir():
+        tool.chmod(0o755)
+    return folder
+
+
+@pytest.mark.parametrize(("pytest_rc", "expected"), [(0, 4), (1, 1)])
+def test_gpu_suite_without_sanitizer(tmp_path, pytest_rc, expected):
+    """No compute-sanitizer is infrastructure (4, as verdicts.py says) unless something failed."""
+    import shutil
+
+    if shutil.which("compute-sanitizer"):
+        pytest.skip("compute-sanitizer is installed here")
+    bin_dir = fake_bin(tmp_path / "bin", pytest_rc)
+    env = {
+        "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+        "GEMM_PYTHON": str(bin_dir / "python"),
+    }
+    proc = run("bash", "scripts/gpu-suite.sh", str(tmp_path / "out"), env=env)
+    assert proc.returncode == expected, proc.stdout + proc.stderr
+    assert "compute-sanitizer not found on PATH" in proc.stdout
+    assert f"gpu-suite exit status: {expected}" in proc.stdout
+
+
+def test_publish_with_no_results(tmp_path):
+    """An empty results checkout is "Nothing to publish", not a machine named '*'."""
+    (tmp_path / ".asv" / "results").mkdir(parents=True)
+    bin_dir = fake_bin(tmp_path / "bin", 0)
+    proc = run(
+        "bash", str(CI / "publish.sh"), cwd=tmp_path, env={"GEMM_PYTHON": str(bin_dir / "python")}
+    )
+    assert proc.returncode == 1
+    assert "::error title=Nothing to publish::" in proc.stderr, proc.stderr
+
+
+def test_history_range_refuses_unknown_after(repo):
+    """--after that is no commit here is refused (exit 2) with one line, not benchmarked as a range."""
+    path, _ = repo
+    proc = run(sys.executable, str(CI / "history_range.py"), "--event", "push", "--ref",
+               "refs/heads/main", "--after", "nope", cwd=path)  # fmt: skip
+    assert proc.returncode == 2 and "--after 'nope' is not a commit" in proc.stdout, proc.stdout
+    assert len(proc.stdout.splitlines()) == 1 and not proc.stderr

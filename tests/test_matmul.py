@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-
 import numpy
 import pytest
 from conftest import gpu_unavailable_reason
@@ -11,18 +9,13 @@ from conftest import gpu_unavailable_reason
 import gemm
 from gemm import VARIANTS, matmul
 from gemm.variants import config_name
+from gemmbench.measure import error_bound
+from gemmbench.measure import relative_error_to as relative_error
 
 gpu = pytest.mark.gpu
 
-# Relative Frobenius error bound against a float64 reference. A float32 dot product of K terms
-# accumulates rounding error of about sqrt(K)·u relative to its value (u = 2^-24) when terms have
-# random signs; 8·sqrt(K)·u leaves a factor of 8 margin, yet any indexing, bounds or race bug
-# errs by O(1) and TF32 (u = 2^-11) by ~1e-3.
-UNIT_ROUNDOFF = 2.0**-24
-
-
-def error_bound(k: int) -> float:
-    return max(8 * math.sqrt(k) * UNIT_ROUNDOFF, 1e-6)
+# The harness's check (tests may import gemmbench; gemm may not): the relative Frobenius error
+# against a float64 reference, within 8·sqrt(K)·u (gemmbench.measure.error_bound says why).
 
 
 # (M, N, K): edges of every tile size in the registry, primes, degenerate and lopsided shapes.
@@ -80,14 +73,6 @@ def reference(a, b):
     import cupy
 
     return cupy.matmul(a.astype(cupy.float64), b.astype(cupy.float64))
-
-
-def relative_error(c, ref) -> float:
-    import cupy
-
-    ref_norm = float(cupy.linalg.norm(ref))
-    diff = float(cupy.linalg.norm(c.astype(cupy.float64) - ref))
-    return diff / ref_norm if ref_norm else diff
 
 
 def poisoned(m, n):

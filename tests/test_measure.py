@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from gemmbench import exitcodes, measure, report
+from gemmbench import exitcodes, measure, report, results
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 VARIANTS = ["naive", "tiled", "coarsened", "cublas"]
@@ -53,8 +53,11 @@ class TestErrorBound:
         assert measure.error_bound(16384) == pytest.approx(2 * measure.error_bound(4096))
 
     def test_policies(self):
-        """Comparisons are timed cold, tuning warm, and an unknown purpose is refused."""
+        """Comparisons and tuning are timed cold (as tune does), and an unknown purpose is refused."""
+        from gemmbench import tune
+
         assert measure.L2_POLICY == measure.L2_FOR["comparison"] == "cold"
+        assert measure.L2_FOR["tuning"] == tune.L2_POLICY == "cold"
         with pytest.raises(ValueError, match="unknown purpose"):
             measure.new_timer("speed")
 
@@ -97,7 +100,7 @@ class TestReportArguments:
 
     def test_writable_json_leaves_no_file(self, tmp_path):
         """Checking a new path creates nothing."""
-        assert report.check_writable(str(tmp_path / "r.json")) is None
+        assert results.cannot_write(str(tmp_path / "r.json"), "--json") is None
         assert list(tmp_path.iterdir()) == []
 
 

@@ -317,3 +317,23 @@ def test_bad_runner_list_is_one_line(tmp_path, origin):
     bare, checkout = origin
     rc, log, outputs = push(tmp_path, artifact(tmp_path / "new", "m1"), checkout, runners="[{")
     assert_refused(rc, log, outputs, bare, "GPU_HISTORY_RUNNERS")
+
+
+def test_empty_runner_list_says_so(tmp_path, origin):
+    """An empty runner list is named as empty, not as a machine called None."""
+    bare, checkout = origin
+    rc, log, outputs = push(tmp_path, artifact(tmp_path / "new", "m1"), checkout, runners="[]")
+    assert_refused(rc, log, outputs, bare, "the runner list is empty")
+    assert "None" not in log
+
+
+def test_machine_name_rule_is_shared():
+    """check-results and machine refuse the folder names that the push refuses."""
+    from gemmbench import results
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts" / "ci"))
+    import push_results
+
+    assert results.MACHINE_NAME.pattern == push_results.MACHINE.pattern
+    for name in ("", ".", "..", "../x", "a/b", "-x", "h200", "nvidia-h200.1"):
+        assert (results.bad_machine_name(name) is None) == push_results.plain_folder_name(name)

@@ -166,8 +166,29 @@ class TestCommandLine:
             pytest.skip("a GPU is present")
         table, doc = tmp_path / "t.py", tmp_path / "t.md"
         done = self.run("64", "--table", str(table), "--doc", str(doc))
-        assert done.returncode == 4 and "error:" in done.stderr and "Traceback" not in done.stderr
+        assert done.returncode == 4 and "no usable NVIDIA GPU" in done.stderr
+        assert "Traceback" not in done.stderr and len(done.stderr.splitlines()) == 1
         assert not table.exists() and not doc.exists()
+
+    def test_interrupt_leaves_table_and_doc(self, tmp_path, monkeypatch, capsys):
+        """Ctrl-C while measuring exits 130 with one line, and writes neither the table nor the doc."""
+        import gemm._api
+
+        table, doc = tmp_path / "t.py", tmp_path / "t.md"
+        table.write_text("old table\n")
+        doc.write_text("old doc\n")
+
+        def interrupted(shapes, args):
+            raise KeyboardInterrupt
+
+        monkeypatch.setattr(gemm._api, "_require_device", lambda: None)
+        monkeypatch.setattr(tune, "measure", interrupted)
+        monkeypatch.setattr(tune.dispatch, "current_gpu", lambda: None)
+        code = tune.main(["64", "--table", str(table), "--doc", str(doc)])
+        assert code == 130
+        err = capsys.readouterr().err
+        assert "interrupted" in err and len(err.splitlines()) == 1
+        assert table.read_text() == "old table\n" and doc.read_text() == "old doc\n"
 
 
 class TestEvidenceScript:

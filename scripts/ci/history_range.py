@@ -31,6 +31,15 @@ def is_ancestor(before: str, after: str) -> bool:
     return proc.returncode == 0
 
 
+def is_commit(rev: str) -> bool:
+    """Whether REV names a commit in the repository here."""
+    proc = subprocess.run(
+        ["git", "rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{commit}}"],
+        capture_output=True,
+    )
+    return proc.returncode == 0
+
+
 def choose(event: str, ref: str, after: str, before: str = "", manual: str = "") -> str:
     """The revision range to benchmark; raises ValueError with the reason for a refused run."""
     if event == "workflow_dispatch" and ref != MAIN:
@@ -55,6 +64,13 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--before", default="")
     parser.add_argument("--range", default="", dest="manual")
     opts = parser.parse_args(argv)
+    # --before may be unknown here (a force-push, a shallow clone): choose() handles that.
+    if not is_commit(opts.after):
+        print(
+            f"::error title=Run refused::--after {opts.after!r} is not a commit in this checkout; "
+            "pass the pushed commit's SHA (github.sha)"
+        )
+        return 2
     try:
         revrange = choose(opts.event, opts.ref, opts.after, opts.before, opts.manual)
     except ValueError as exc:

@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
 # Builds the asv site from main's history and the asv-results branch checked out in .asv/results,
 # after validating every stored result (a corrupt file would silently drop out of the graphs).
-# GEMM_PYTHON=/path/to/python uses that interpreter as it is; otherwise asv is installed into the
-# job's Python with the test extra. Usage: scripts/ci/publish.sh (from the repository).
+# The interpreter is scripts/_env.sh's: GEMM_PYTHON as it is, otherwise a .venv with exactly the
+# locked versions, checked against their hashes (asv among them).
+# Usage: scripts/ci/publish.sh (from the repository).
 set -euo pipefail
-if [[ -n ${GEMM_PYTHON:-} ]]; then
-    py=$GEMM_PYTHON
-else
-    py=python
-    "$py" -m pip install -q -e ".[test]"
-fi
-# One machine at a time: .asv/results is a checkout, and its .git is no machine.
+[[ $# -eq 0 ]] || { echo "usage: scripts/ci/publish.sh (no arguments)" >&2; exit 2; }
+# shellcheck source=scripts/_env.sh
+source "$(dirname "$0")/../_env.sh"
+py=$PY
+# One machine at a time: .asv/results is a checkout, and its .git is no machine. An empty folder
+# matches nothing (nullglob), so the loop is skipped and "Nothing to publish" says why.
+shopt -s nullglob
 machines=0
 for dir in .asv/results/*/; do
     "$py" -m gemmbench check-results --machine "$(basename "$dir")"

@@ -57,15 +57,25 @@ class Refused(Exception):
     """An artifact holds something the push does not take; the message says what."""
 
 
+def plain_folder_name(name: object) -> bool:
+    """Whether ``name`` can be a machine's results folder: one plain name, never a path."""
+    return isinstance(name, str) and bool(MACHINE.match(name)) and ".." not in name
+
+
 def machines_from(runners_json: str) -> list[str]:
     """Machine names of the runner list (the GPU_HISTORY_RUNNERS JSON form)."""
     try:
         runners = json.loads(runners_json)
     except ValueError as exc:
         raise Refused(f"the runner list is not JSON ({exc.msg}); fix GPU_HISTORY_RUNNERS") from None
-    names = [r.get("machine") if isinstance(r, dict) else None for r in runners or [None]]
+    if not isinstance(runners, list) or not runners:
+        raise Refused(
+            f"the runner list is {'empty' if runners == [] else 'not a JSON list'}; "
+            "GPU_HISTORY_RUNNERS must name at least one runner"
+        )
+    names = [r.get("machine") if isinstance(r, dict) else None for r in runners]
     for name in names:
-        if not isinstance(name, str) or not MACHINE.match(name) or ".." in name:
+        if not plain_folder_name(name):
             raise Refused(
                 f"runner list entry machine={name!r} is not a plain folder name "
                 "(letters, digits, . _ -); fix GPU_HISTORY_RUNNERS"

@@ -13,6 +13,8 @@ import shutil
 import sys
 from pathlib import Path
 
+from push_results import plain_folder_name
+
 
 def stage(results_dir: Path, machine: str, out: Path) -> int:
     """Copies the files; returns how many were staged."""
@@ -37,6 +39,13 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--machine", required=True)
     parser.add_argument("out", type=Path)
     opts = parser.parse_args(argv)
+    if not plain_folder_name(opts.machine):
+        print(
+            f"stage_results: --machine {opts.machine!r} is not a plain folder name (letters, "
+            "digits, . _ -); pass the machine name history stored results under",
+            file=sys.stderr,
+        )
+        return 2
     try:
         count = stage(opts.results_dir, opts.machine, opts.out)
     except FileNotFoundError as exc:
