@@ -42,6 +42,8 @@ if ! mkdir -p "$out" 2>/dev/null || [[ ! -w $out ]]; then
 fi
 out=$(cd "$out" && pwd)
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# _env.sh and history install into $PY, on the GPU machine a system python3 (PEP 668).
+export PIP_BREAK_SYSTEM_PACKAGES=1
 if [[ $dry == 1 ]]; then
     PY=${GEMM_PYTHON:-python3}  # no install: the dry path only plans
 else
@@ -53,7 +55,6 @@ cd "$repo" || exit 1
 started=$SECONDS
 hard_stop=530  # seconds: the lead's call is cut at 540
 helper=$repo/scripts/multigpu_evidence.py
-export PIP_BREAK_SYSTEM_PACKAGES=1  # history installs each commit into $PY, a system python3
 
 banner() { printf '\n=== %s (%s, %d s)\n' "$1" "$(date -u +%H:%M:%S)" $((SECONDS - started)); }
 left() { # seconds left before the hard stop, at least 1 (`timeout 0` would mean no limit)
