@@ -125,6 +125,8 @@ def _write_run_log() -> None:
         "pid": os.getpid(),
         "commit": commit,
         "gemm_file": gemm.__file__,
+        # history --gpus sets it to the home GPU's UUID: the device this process measured on.
+        "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
         **_process_notes,
     }
     try:

@@ -429,6 +429,12 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         help="comma-separated benchmarks to measure instead of [gate] cases (canaries are added)",
     )
     parser.add_argument(
+        "--gpus",
+        default=None,
+        help="all, or GPU indices/UUIDs such as 0,1: spread the cases over these GPUs, one gate "
+        "per GPU at once (docs/gate.md, 'Several GPUs'; default: one GPU)",
+    )
+    parser.add_argument(
         "--cases-from",
         default=DEFAULT_PROVIDER,
         metavar="MODULE:FUNCTION",
@@ -474,6 +480,26 @@ def _write_outputs(report: Report, args: argparse.Namespace) -> None:
         progress(f"cannot write the summary: {exc}")
 
 
+def _spread(args: argparse.Namespace) -> int:
+    """`gate --gpus`: one gate per GPU (gemmbench/gate_gpus.py), interruptible like one gate."""
+    from .gate_gpus import spread
+
+    previous_sigterm = None
+    if threading.current_thread() is threading.main_thread():
+        previous_sigterm = signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        return spread(args)
+    except KeyboardInterrupt:
+        progress("interrupted; each GPU's gate cleaned up its worktrees and workers")
+        return exitcodes.INTERRUPTED
+    except _Terminated:
+        progress("terminated; each GPU's gate cleaned up its worktrees and workers")
+        return exitcodes.TERMINATED
+    finally:
+        if previous_sigterm is not None:
+            signal.signal(signal.SIGTERM, previous_sigterm)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = parse_args(sys.argv[1:] if argv is None else list(argv))
@@ -483,6 +509,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if path and (why := cannot_write(path, option)):  # before any checkout or GPU work
             print(f"gemmbench gate: {why}", file=sys.stderr)
             return exitcodes.USAGE
+    if args.gpus is not None:
+        return _spread(args)
     started = time.perf_counter()
     previous_sigterm = None
     if threading.current_thread() is threading.main_thread():

@@ -16,7 +16,7 @@ import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from gemmbench import exitcodes
+from gemmbench import exitcodes, shard
 from gemmbench import results as results_check
 from gemmbench.git import GitError, detached_worktrees, git, git_show
 from gemmbench.machine import suspect_reasons
@@ -214,9 +214,12 @@ def machine_record(machine: str) -> dict | None:
     return entry if isinstance(entry, dict) else None
 
 
-def check_machine(machine: str) -> bool:
-    """Refuse to store results under a machine whose recorded GPU is not this one.
+def check_machine(machine: str, gpus: Sequence[str] | None = None) -> bool:
+    """Refuse to store results under a machine whose recorded GPU(s) are not this run's.
 
+    ``gpus`` are the UUIDs this run uses (None: not asked, a run without --gpus on a host without
+    nvidia-smi). A record that lists UUIDs (`machine --gpus`) must list exactly these, in this
+    order; an older record without them is checked by its fingerprint alone, as before.
     Returns whether the machine is a GPU machine (so GPU state is worth reporting).
     """
     from gemmbench import machine as gpu
@@ -226,6 +229,26 @@ def check_machine(machine: str) -> bool:
         raise HistoryError(
             f"asv machine {machine!r} is not recorded; run `python -m gemmbench machine "
             f"--name {machine}` first"
+        )
+    if record.get("gpu_uuids"):
+        if gpus is None:
+            try:
+                gpus = gpu.select_gpus(None)
+            except gpu.NoGpuError as exc:
+                raise NoGpu(str(exc)) from exc
+            except gpu.GpuSelectionError as exc:  # CUDA_VISIBLE_DEVICES names no GPU here
+                raise HistoryError(f"CUDA_VISIBLE_DEVICES: {exc}") from None
+        changed = shard.gpu_differences(shard.parse_gpu_list(record["gpu_uuids"]), gpus)
+        if changed:
+            raise Mismatch(
+                f"machine {machine!r} was recorded with other GPUs ({'; '.join(changed)}); a "
+                "changed or swapped device is a new machine: pass the recorded --gpus, or record "
+                "another name with `gemmbench machine --name NEW --gpus ...`"
+            )
+    elif gpus is not None and len(gpus) > 1:
+        raise Mismatch(
+            f"machine {machine!r} is recorded for one GPU, without UUIDs; a run on several GPUs "
+            "needs a record that names them: `gemmbench machine --name NEW --gpus ...`"
         )
     if not any(key in record for key in gpu.IDENTITY_FIELDS):
         return False
@@ -336,6 +359,155 @@ def restore_if_corrupt(
     return notes
 
 
+# --- one commit on several GPUs -------------------------------------------------------------
+
+HOMES_FILE = "gpu-homes.tsv"  # not .json: asv reads every .json of a machine folder as a result
+
+
+def load_homes(results_dir: Path, machine: str) -> dict[str, str]:
+    """series -> UUID recorded by earlier runs of this machine (empty on the first)."""
+    path = results_dir / machine / HOMES_FILE
+    homes = {}
+    if path.is_file():
+        for line in path.read_text(encoding="utf-8").splitlines():
+            uuid, _, series = line.partition("\t")
+            if series:
+                homes[series] = uuid
+    return homes
+
+
+def save_homes(results_dir: Path, machine: str, homes: dict[str, str]) -> None:
+    path = results_dir / machine / HOMES_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = "".join(f"{uuid}\t{series}\n" for series, uuid in sorted(homes.items()))
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(text, encoding="utf-8")
+    partial.replace(path)
+
+
+def shard_config(config: Path, folder: Path) -> Path:
+    """A copy of asv's configuration whose results go to ``folder`` (paths made absolute), so
+    that asv processes running at once never write the same file."""
+    from asv import util as asv_util
+
+    data = asv_util.load_json(str(config), js_comments=True)
+    base = config.parent
+    for key, default in (("repo", "."), ("benchmark_dir", "benchmarks"), ("env_dir", "env"),
+                         ("html_dir", "html")):
+        data[key] = str((base / data.get(key, default)).resolve())
+    data["results_dir"] = str(folder)
+    path = folder.parent / f"{folder.name}.asv.conf.json"
+    path.write_text(json.dumps(data, indent=2), encoding="utf-8")
+    return path
+
+
+# asv 0.6.6 rewrites ~/.asv-machine.json at the start of every `asv run` (Machine.load saves
+# what it read), without an atomic rename; a second asv reading it meanwhile finds it empty and
+# stops ("Error parsing JSON"). So each asv of a commit reads and rewrites its own copy: this
+# launcher points asv's MachineCollection at that copy and runs asv as `python -m asv` does.
+# Only asv's own process reads the file; the benchmark processes it starts are unchanged.
+_ASV_WITH_MACHINE_FILE = """\
+import sys
+from asv.machine import MachineCollection
+path = sys.argv.pop(1)
+MachineCollection.get_machine_file_path = staticmethod(lambda: path)
+from asv.main import main
+main()
+"""
+
+
+def run_asv_together(runs: Sequence[tuple[list[str], dict[str, str]]], cwd: Path,
+                     machine_files: Sequence[Path]) -> list[int]:
+    """Run several asv commands at once, each in its own process group and with its own copy of
+    the asv machine file (see above); an interrupt stops them all."""
+    processes = [subprocess.Popen([sys.executable, "-c", _ASV_WITH_MACHINE_FILE, str(machine_file),
+                                   *args], env=env, cwd=cwd, start_new_session=True)
+                 for (args, env), machine_file in zip(runs, machine_files, strict=True)]
+    try:
+        return [process.wait() for process in processes]
+    except BaseException:
+        for process in processes:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGINT)
+        for process in processes:
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+        raise
+
+
+def write_atomically(path: Path, document: dict) -> None:
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(json.dumps(document, indent=None, sort_keys=True), encoding="utf-8")
+    partial.replace(path)  # a reader sees the old file or the whole new one, never half
+
+
+def run_sharded(opts, repo: Path, results_dir: Path, sha: str, env: dict[str, str],
+                label: str, log_path: Path) -> int:
+    """Measure ``sha`` with one asv run per GPU at once, each on its series' home GPU only, and
+    merge their results into the one file asv itself would have written. Returns asv's worst
+    exit status (0 when every run passed)."""
+    common = ["-E", f"existing:{opts.python}", "--set-commit-hash", sha,
+              "--machine", opts.machine]
+    if opts.series is None:
+        # Discovery only (asv's own "just-discover"), once per history: offline, every commit is
+        # measured with the one suite in benchmark_dir, so its series are the same for all.
+        status = run_asv(
+            ["run", "--config", str(opts.config), *common, "--bench", "just-discover"], env, repo
+        )
+        if status != 0:
+            log(f"{label}: asv could not discover the benchmarks (exit {status})")
+            return status
+        benchmarks = json.loads((results_dir / "benchmarks.json").read_text(encoding="utf-8"))
+        series = shard.series_of(benchmarks)
+        if opts.bench:
+            import re
+
+            series = [s for s in series if any(re.search(p, s) for p in opts.bench)]
+        opts.series = series
+    series = opts.series
+    homes = shard.home_gpus(series, opts.gpus, pinned=load_homes(results_dir, opts.machine))
+    save_homes(results_dir, opts.machine, {**load_homes(results_dir, opts.machine), **homes})
+    with tempfile.TemporaryDirectory(prefix="gemmbench-shards-") as scratch:
+        from gemmbench.machine import machine_file_path
+
+        runs, folders, shares, machine_files = [], [], [], []
+        for index, uuid in enumerate(opts.gpus):
+            share = sorted(s for s, home in homes.items() if home == uuid)
+            if not share:
+                continue
+            folder = Path(scratch) / f"gpu{index}"
+            folder.mkdir()
+            folders.append(folder)
+            shares.append(f"{len(share)} on GPU {index}")
+            append_log(log_path, {"kind": "shard", "commit": sha, "gpu_uuid": uuid,
+                                  "gpu_index": index, "series": share, "time": time.time()})
+            args = ["run", "--config", str(shard_config(opts.config, folder)), *common,
+                    "--record-samples", *(f"--bench={p}" for p in shard.bench_patterns(share)),
+                    *opts.asv_arg]
+            runs.append((args, dict(env, CUDA_VISIBLE_DEVICES=uuid)))
+            machine_files.append(folder.parent / f"{folder.name}.asv-machine.json")
+            shutil.copyfile(machine_file_path(), machine_files[-1])
+        log(f"{label}: {len(series)} series on {len(runs)} GPUs at once ({', '.join(shares)})")
+        statuses = run_asv_together(runs, repo, machine_files)
+        documents, name, machine_json = [], None, None
+        for folder in folders:
+            for path in sorted((folder / opts.machine).glob(f"{sha[:8]}-*.json")):
+                documents.append(json.loads(path.read_text(encoding="utf-8")))
+                name = path.name
+            if (folder / opts.machine / "machine.json").is_file():
+                machine_json = folder / opts.machine / "machine.json"
+        if documents:
+            (results_dir / opts.machine).mkdir(parents=True, exist_ok=True)
+            stored_machine = results_dir / opts.machine / "machine.json"
+            if machine_json is not None and not stored_machine.exists():
+                shutil.copyfile(machine_json, stored_machine)
+            write_atomically(results_dir / opts.machine / name, shard.merge_results(documents))
+    return max(statuses) if statuses else 1
+
+
 def offline_history(opts, repo: Path, results_dir: Path, commits: list[str], gpu: bool) -> int:
     with asv_runner_on_pythonpath(dict(os.environ)) as env:
         env["GEMMBENCH_RUN_LOG_DIR"] = str(results_dir / opts.machine)
@@ -373,7 +545,10 @@ def measure_each(opts, repo: Path, results_dir: Path, commits: list[str], gpu: b
                     *(f"--bench={b}" for b in opts.bench), *opts.asv_arg]
         env["GEMMBENCH_COMMIT"] = sha
         try:
-            status = run_asv(asv_args, env, repo)
+            if opts.gpus is not None:
+                status = run_sharded(opts, repo, results_dir, sha, env, label, log_path)
+            else:
+                status = run_asv(asv_args, env, repo)
         finally:
             for note in restore_if_corrupt(results_dir, opts.machine, sha, saved):
                 log(f"{label}: {note}")
@@ -488,6 +663,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="extra argument for `asv run` (repeatable), e.g. --asv-arg=-a "
                         "--asv-arg=rounds=1")
     parser.add_argument("--package", default="gemm", help="the package under test (default gemm)")
+    parser.add_argument("--gpus", default=None,
+                        help="offline: all, or GPU indices/UUIDs such as 0,1: one asv run per GPU "
+                        "at once, each series on its home GPU (default: one GPU, as before)")
     opts = parser.parse_args(argv)
 
     try:
@@ -503,9 +681,23 @@ def main(argv: list[str] | None = None) -> int:
         if not commits:
             raise HistoryError(f"{opts.revrange!r} holds no commits; give a range A..B with B "
                                "after A, or one commit")
-        gpu = check_machine(opts.machine)
+        spec, opts.gpus, opts.series = opts.gpus, None, None
+        if spec is not None:
+            from gemmbench import machine as gpu_machine
+
+            if opts.network:
+                raise HistoryError("--gpus works offline only (asv's own environments run one "
+                                   "process at a time); leave out --network or --gpus")
+            try:
+                opts.gpus = gpu_machine.select_gpus(spec)
+            except gpu_machine.GpuSelectionError as exc:
+                raise HistoryError(str(exc)) from None
+            except gpu_machine.NoGpuError as exc:
+                raise NoGpu(str(exc)) from exc
+        gpu = check_machine(opts.machine, opts.gpus)
         log(f"{len(commits)} commits in {opts.revrange}, machine {opts.machine!r}, "
-            f"{'network' if opts.network else 'offline with ' + opts.python}")
+            f"{'network' if opts.network else 'offline with ' + opts.python}"
+            + (f", on {len(opts.gpus)} GPUs" if opts.gpus else ""))
         if opts.network:
             return network_history(opts, repo, results_dir, commits)
         return offline_history(opts, repo, results_dir, commits, gpu)

@@ -80,6 +80,10 @@ class NoGpuError(RuntimeError):
     """No usable NVIDIA GPU: no device, no driver, or a driver that does not answer."""
 
 
+class GpuSelectionError(ValueError):
+    """A --gpus value that names no GPU of this host (a usage error)."""
+
+
 # --- parsing nvidia-smi output (pure functions, unit-tested on captured text) -------------------
 
 
@@ -242,6 +246,52 @@ def gpu_state() -> dict:
     return state_from_row(row, count_other_processes(apps, own_pids=(os.getpid(),)))
 
 
+def parse_gpus_option(spec: str | None) -> str | list[str] | None:
+    """--gpus as given: None (one GPU, as before), "all", or a list of indices or UUIDs."""
+    if spec is None:
+        return None
+    spec = spec.strip()
+    if spec == "all":
+        return "all"
+    items = [item.strip() for item in spec.split(",")]
+    if not items or any(not item for item in items) or len(set(items)) != len(items):
+        raise GpuSelectionError(
+            f"--gpus {spec!r}: give all, or GPU indices or UUIDs separated by commas, each once "
+            "(e.g. --gpus 0,1)"
+        )
+    return items
+
+
+def list_gpus() -> list[tuple[str, str]]:
+    """(index, UUID) of every GPU nvidia-smi sees, in its order."""
+    rows = parse_query_csv(
+        _run_smi(["--query-gpu=index,uuid", "--format=csv,noheader,nounits"]), ("index", "uuid")
+    )
+    if not rows:
+        raise NoGpuError("nvidia-smi lists no GPU")
+    return [(row["index"] or "", row["uuid"] or "") for row in rows]
+
+
+def select_gpus(spec: str | None) -> list[str]:
+    """UUIDs of the GPUs a run uses: --gpus all, a list of indices or UUIDs, or (None) the one
+    device CUDA uses first, as a single-GPU run always has."""
+    wanted = parse_gpus_option(spec)
+    gpus = list_gpus()
+    if wanted == "all":
+        return [uuid for _, uuid in gpus]
+    by_name = {index: uuid for index, uuid in gpus} | {uuid: uuid for _, uuid in gpus}
+    if wanted is None:
+        wanted = [_device_index()]
+    unknown = [item for item in wanted if item not in by_name]
+    if unknown:
+        known = ", ".join(f"{index}={uuid}" for index, uuid in gpus)
+        raise GpuSelectionError(
+            f"--gpus names {', '.join(unknown)}, which this host does not have ({known}); "
+            "give indices or UUIDs from that list, or all"
+        )
+    return [by_name[item] for item in wanted]
+
+
 def _cuda_version(encoded: int) -> str:
     return f"{encoded // 1000}.{encoded % 1000 // 10}"
 
@@ -288,6 +338,9 @@ def fingerprint() -> dict[str, str]:
         gpu_mig=(row["mig.mode.current"] or "n/a").lower(),
         gpu_ecc=(row["ecc.mode.current"] or "n/a").lower(),
     )
+    # No gpu_uuids here: asv puts every machine field into the dashboard's graph paths, so a new
+    # field in the default record would split every existing single-GPU machine's lines. Only
+    # `machine --gpus` records UUIDs (main adds them).
     return info
 
 
@@ -310,6 +363,18 @@ def check_identity(
         return []
     old, new = identity(recorded), identity(current)
     return [f"{key}: {old[key]} -> {new[key]}" for key in IDENTITY_FIELDS if old[key] != new[key]]
+
+
+def check_gpu_uuids(recorded: Mapping[str, str] | None, current: Mapping[str, str]) -> list[str]:
+    """How the GPUs of ``current`` differ from the record's, by UUID; nothing to say when the
+    record predates UUIDs (old single-GPU records keep working)."""
+    from .shard import gpu_differences, parse_gpu_list
+
+    if not recorded or not recorded.get("gpu_uuids"):
+        return []
+    return gpu_differences(
+        parse_gpu_list(recorded["gpu_uuids"]), parse_gpu_list(current.get("gpu_uuids", ""))
+    )
 
 
 def machine_file_path() -> Path:
@@ -372,14 +437,26 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="asv machine file (default ~/.asv-machine.json)",
     )
+    parser.add_argument(
+        "--gpus",
+        default=None,
+        help="the GPUs this machine's runs use: all, or indices/UUIDs such as 0,1 (default: "
+        "the one CUDA uses first); recorded by UUID",
+    )
     parser.add_argument("--print", action="store_true", help="also print the record as JSON")
     args = parser.parse_args(argv)
     if args.name is not None and (why := bad_machine_name(args.name, "--name")):
         parser.error(why)
 
     try:
+        parse_gpus_option(args.gpus)
         gpu = fingerprint()
         state = gpu_state()
+        if args.gpus is not None:
+            gpu["gpu_uuids"] = ",".join(select_gpus(args.gpus))
+    except GpuSelectionError as exc:
+        print(f"gemmbench machine: {exc}", file=sys.stderr)
+        return exitcodes.USAGE
     except NoGpuError as exc:
         print(f"gemmbench machine: no usable NVIDIA GPU: {exc}.", file=sys.stderr)
         return EXIT_NO_GPU
@@ -387,7 +464,7 @@ def main(argv: list[str] | None = None) -> int:
     name = args.name or default_name(gpu)
     machine_file = args.machine_file or machine_file_path()
     for where, recorded in load_recorded(name, machine_file, args.results_dir):
-        differences = check_identity(name, recorded, gpu)
+        differences = check_identity(name, recorded, gpu) + check_gpu_uuids(recorded, gpu)
         if differences:
             print(
                 f"gemmbench machine: {name!r} is recorded in {where} with another GPU identity "

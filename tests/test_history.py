@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from gemmbench import history, results
+from gemmbench import history, results, shard
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 MACHINE = "cpu-fixture"
@@ -253,3 +253,168 @@ class TestOfflineHistory:
         index = json.loads((repo / ".asv" / "html" / "index.json").read_text())
         jumps = names["bench_tiny.time_work"][6]
         assert [index["revision_to_hash"][str(jump[1])] for jump in jumps] == [package_shas[-1]]
+
+
+# --- several GPUs: two fake devices, told apart by CUDA_VISIBLE_DEVICES -----------------------
+
+# The stand-in GPUs: UUIDs as nvidia-smi prints them. A benchmark process "runs on" the GPU whose
+# UUID history put in CUDA_VISIBLE_DEVICES, as a CUDA process does; track_device returns that
+# GPU's number, so each stored value says which device measured it.
+FAKE_UUIDS = ("GPU-fake0000-0000-0000-0000-000000000001", "GPU-fake0000-0000-0000-0000-000000000002")
+FAKE_SMI = f"""#!/bin/sh
+# Stand-in for nvidia-smi on a two-GPU host: answers the index,uuid query as the real tool does
+# (one "index, uuid" line per GPU) and fails, as the real one does, for queries it cannot answer.
+if [ "$1" = "--query-gpu=index,uuid" ]; then
+  printf '0, {FAKE_UUIDS[0]}\\n1, {FAKE_UUIDS[1]}\\n'
+  exit 0
+fi
+echo "stand-in nvidia-smi: no answer for $*" >&2
+exit 9
+"""
+SHARDED_BENCHMARKS = '''\
+"""A tiny CPU suite with parameters, standing in for the GEMM one on two GPUs."""
+import os
+import time
+
+import tinypkg
+
+
+def track_marker():
+    time.sleep(tinypkg.PAUSE)
+    return tinypkg.MARKER
+
+
+track_marker.unit = "marker"
+
+
+def track_device(n):
+    return int(os.environ["CUDA_VISIBLE_DEVICES"][-1])
+
+
+track_device.params = [[64, 128, 256, 512, 1024]]
+track_device.param_names = ["n"]
+track_device.unit = "gpu"
+'''
+SHARDED_MACHINE = "cpu-two-fake-gpus"
+
+
+@pytest.fixture(scope="module")
+def sharded(tmp_path_factory):
+    """A repo with a parameterized suite and two package commits (the second pauses), a machine
+    recorded with two GPU UUIDs, and a stand-in nvidia-smi listing those two GPUs."""
+    root = tmp_path_factory.mktemp("sharded")
+    repo = root / "repo"
+    (repo / "benchmarks").mkdir(parents=True)
+    git(repo, "init", "-q", "-b", "main")
+    (repo / "asv.conf.json").write_text(json.dumps(ASV_CONF, indent=2))
+    (repo / "benchmarks" / "__init__.py").write_text("")
+    (repo / "benchmarks" / "bench_tiny.py").write_text(SHARDED_BENCHMARKS)
+    (repo / "pyproject.toml").write_text(PYPROJECT)
+    (repo / ".gitignore").write_text(".asv/\nbuild/\n*.egg-info/\n")
+    git(repo, "add", ".")
+    git(repo, "commit", "-qm", "base")
+    for marker in (1, PAUSED_MARKER):
+        write_package(repo, marker, 0.001)
+        git(repo, "add", ".")
+        git(repo, "commit", "-qm", f"package version {marker}")
+    shas = git(repo, "rev-list", "--reverse", "HEAD").split()
+    venv = root / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    see_packages_of_this_interpreter(venv)
+    bin_dir = root / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "nvidia-smi").write_text(FAKE_SMI)
+    (bin_dir / "nvidia-smi").chmod(0o755)
+    home = root / "home"
+    home.mkdir()
+    env = dict(os.environ, HOME=str(home), PYTHONPATH=str(REPO_ROOT),
+               PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    env.pop("CUDA_VISIBLE_DEVICES", None)
+    subprocess.run([sys.executable, "-m", "asv", "machine", "--machine", SHARDED_MACHINE, "--yes"],
+                   cwd=repo, env=env, check=True, capture_output=True)
+    # What `gemmbench machine --gpus all` adds to asv's record (tests/test_machine.py runs it).
+    machine_file = home / ".asv-machine.json"
+    records = json.loads(machine_file.read_text())
+    records[SHARDED_MACHINE]["gpu_uuids"] = ",".join(FAKE_UUIDS)
+    machine_file.write_text(json.dumps(records))
+    return {"repo": repo, "shas": shas, "python": str(venv / "bin" / "python"), "env": env}
+
+
+def sharded_command(project, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "gemmbench", "history", f"{project['shas'][0]}..main",
+            "--machine", SHARDED_MACHINE, "--python", project["python"], "--package", "tinypkg",
+            *extra]
+
+
+class TestHistoryOnSeveralGpus:
+    """`history --gpus`: one asv run per GPU, merged per commit; homes, identity and resume."""
+
+    def test_identity_refusals(self, sharded):
+        """A run whose GPUs differ from the record exits 5 in one line naming the device."""
+        for extra, named in (
+            (["--gpus", "1"], f"GPU 0: {FAKE_UUIDS[0]} -> {FAKE_UUIDS[1]}"),
+            ([], f"GPU 1: {FAKE_UUIDS[1]} is recorded but not used"),
+            (["--gpus", "1,0"], f"GPU 0: {FAKE_UUIDS[0]} -> {FAKE_UUIDS[1]}"),
+        ):
+            done = subprocess.run(sharded_command(sharded, *extra), cwd=sharded["repo"],
+                                  env=sharded["env"], capture_output=True, text=True, timeout=120)
+            assert done.returncode == history.EXIT_MISMATCH, done.stdout + done.stderr
+            assert len(done.stderr.strip().splitlines()) == 1 and named in done.stderr
+        bad = subprocess.run(sharded_command(sharded, "--gpus", "5"), cwd=sharded["repo"],
+                             env=sharded["env"], capture_output=True, text=True, timeout=120)
+        assert bad.returncode == history.EXIT_SETUP and "0=GPU-fake" in bad.stderr
+        assert not (sharded["repo"] / ".asv" / "results" / SHARDED_MACHINE).exists()
+
+    def test_shard_merge_interrupt_resume_publish(self, sharded):
+        """Interrupted on the second commit, the first is kept; resumed, every commit is one
+        merged result file in which each series was measured on its recorded home GPU, the
+        same for both commits; check-results and asv publish accept the merged files."""
+        repo, shas, env = sharded["repo"], sharded["shas"], sharded["env"]
+        results_dir = repo / ".asv" / "results"
+        process = subprocess.Popen(sharded_command(sharded, "--gpus", "all"), cwd=repo, env=env,
+                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        seen = []
+        for line in process.stdout:
+            seen.append(line)
+            if line.startswith("history: [2/2]") and "GPUs at once" in line:
+                time.sleep(2.0)  # both asv runs are going; the paused track takes 10 s
+                process.send_signal(signal.SIGINT)
+                break
+        rest, _ = process.communicate(timeout=120)
+        output = "".join(seen) + rest
+        assert process.returncode == history.EXIT_INTERRUPTED, output
+        first = history.stored_result_files(results_dir, SHARDED_MACHINE, shas[1], True)
+        assert len(first) == 1 and not results.check_result_file(first[0], SHARDED_MACHINE)
+        assert not history.stored_result_files(results_dir, SHARDED_MACHINE, shas[2], True)
+        assert not list((results_dir / SHARDED_MACHINE).glob("*.partial"))
+        first_bytes = first[0].read_bytes()
+
+        done = subprocess.run(sharded_command(sharded, "--gpus", "all"), cwd=repo, env=env,
+                              capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "already stored, skipped" in done.stdout, done.stdout
+        assert first[0].read_bytes() == first_bytes
+
+        homes = history.load_homes(results_dir, SHARDED_MACHINE)
+        assert set(homes.values()) == set(FAKE_UUIDS), "both GPUs have a share"
+        for sha in shas[1:]:
+            (path,) = history.stored_result_files(results_dir, SHARDED_MACHINE, sha, True)
+            document = json.loads(path.read_text())
+            assert shard.measured_series(document) == set(homes)
+            columns = document["result_columns"]
+            row = dict(zip(columns, document["results"]["bench_tiny.track_device"], strict=False))
+            for combo, device in zip(row["params"][0], row["result"], strict=True):
+                home = homes[f"bench_tiny.track_device({combo})"]
+                assert device == FAKE_UUIDS.index(home) + 1, (sha[:8], combo, home)
+        again = subprocess.run(sharded_command(sharded, "--gpus", "all"), cwd=repo, env=env,
+                               capture_output=True, text=True, timeout=120)
+        assert again.returncode == 0 and again.stdout.count("already stored, skipped") == 2
+        assert history.load_homes(results_dir, SHARDED_MACHINE) == homes
+
+        check = subprocess.run([sys.executable, "-m", "gemmbench", "check-results", "--machine",
+                                SHARDED_MACHINE], cwd=repo, env=env, capture_output=True, text=True)
+        assert check.returncode == 0, check.stdout + check.stderr
+        subprocess.run([sys.executable, "-m", "asv", "publish"], cwd=repo, env=env, check=True,
+                       capture_output=True)
+        graphs = list((repo / ".asv" / "html" / "graphs").rglob("bench_tiny.track_device.json"))
+        assert graphs and all(len(json.loads(g.read_text())) == 2 for g in graphs)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -252,3 +253,111 @@ class TestMain:
         record = json.loads(machine_file.read_text())["h200"]
         assert record["machine"] == "h200" and record["gpu_model"] == "NVIDIA H200"
         assert {"os", "arch", "cpu", "num_cpu", "ram"} <= set(record)
+
+
+# A stand-in for `nvidia-smi --query-gpu=index,uuid --format=csv,noheader,nounits` on a two-GPU
+# host: it prints what the real tool prints for that query (one "index, uuid" line per GPU) and
+# fails, as the real one does, for any other query, so a test cannot pass by asking something else.
+TWO_GPUS = ("GPU-11111111-0000-0000-0000-000000000000", "GPU-22222222-0000-0000-0000-000000000000")
+FAKE_SMI = """#!/bin/sh
+if [ "$1" = "--query-gpu=index,uuid" ]; then
+  printf '0, {0}\\n1, {1}\\n'
+  exit 0
+fi
+echo "stand-in nvidia-smi: unexpected arguments $*" >&2
+exit 9
+"""
+
+
+@pytest.fixture
+def two_gpu_host(tmp_path, monkeypatch):
+    """PATH with a stand-in nvidia-smi that lists two GPUs by index and UUID."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    smi = bin_dir / "nvidia-smi"
+    smi.write_text(FAKE_SMI.format(*TWO_GPUS))
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    return TWO_GPUS
+
+
+class TestSelectGpus:
+    """Tests for `select_gpus` against a stand-in nvidia-smi."""
+
+    def test_all_and_lists(self, two_gpu_host):
+        """all is every GPU in nvidia-smi's order; indices and UUIDs select in the given order."""
+        a, b = two_gpu_host
+        assert machine.select_gpus("all") == [a, b]
+        assert machine.select_gpus("1,0") == [b, a]
+        assert machine.select_gpus(b) == [b]
+
+    def test_default_is_one_gpu(self, two_gpu_host, monkeypatch):
+        """Without --gpus the run uses the one device CUDA uses first, as before."""
+        a, b = two_gpu_host
+        assert machine.select_gpus(None) == [a]
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+        assert machine.select_gpus(None) == [b]
+
+    @pytest.mark.parametrize("spec", ["2", "0,0", "0,,1", ""])
+    def test_bad_selection(self, two_gpu_host, spec):
+        """An unknown, repeated or empty GPU is a usage error naming what the host has."""
+        with pytest.raises(machine.GpuSelectionError, match="--gpus"):
+            machine.select_gpus(spec)
+
+
+class TestMachineGpus:
+    """Tests for `machine --gpus`: UUIDs recorded, a changed device refused."""
+
+    def run(self, tmp_path, *extra):
+        return machine.main(
+            [
+                "--name",
+                "h200x2",
+                "--machine-file",
+                str(tmp_path / "m.json"),
+                "--results-dir",
+                str(tmp_path),
+                *extra,
+            ]
+        )
+
+    @pytest.fixture
+    def fake_gpu(self, monkeypatch):
+        monkeypatch.setattr(machine, "fingerprint", lambda: dict(FP))
+        monkeypatch.setattr(machine, "gpu_state", lambda: machine.state_from_row({}, 0))
+
+    def test_records_uuids_and_refuses_a_swap(self, tmp_path, two_gpu_host, fake_gpu, capsys):
+        """--gpus all records both UUIDs; the same name with another GPU set exits 5 in one line
+        naming the device; the record is left as it was."""
+        a, b = two_gpu_host
+        assert self.run(tmp_path, "--gpus", "all") == 0
+        record = json.loads((tmp_path / "m.json").read_text())["h200x2"]
+        assert record["gpu_uuids"] == f"{a},{b}"
+        capsys.readouterr()
+        assert self.run(tmp_path, "--gpus", "1") == machine.EXIT_IDENTITY_MISMATCH
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and f"GPU 0: {a} -> {b}" in err
+        assert json.loads((tmp_path / "m.json").read_text())["h200x2"]["gpu_uuids"] == f"{a},{b}"
+
+    def test_old_record_without_uuids_still_accepted(self, tmp_path, two_gpu_host, fake_gpu):
+        """A single-GPU record from before UUIDs has nothing to contradict."""
+        machine.save_record("h200x2", {**FP, "machine": "h200x2"}, tmp_path / "m.json")
+        assert self.run(tmp_path) == 0
+
+    def test_bad_gpus_is_usage(self, tmp_path, two_gpu_host, fake_gpu, capsys):
+        """--gpus 7 on a two-GPU host exits 2 with one line."""
+        assert self.run(tmp_path, "--gpus", "7") == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and "0=GPU-1111" in err
+
+    def test_default_record_unchanged(self, tmp_path, two_gpu_host, fake_gpu, capsys):
+        """Without --gpus the record has no gpu_uuids (asv would put a new field into every graph
+        path and split existing machines' lines); a name recorded for two GPUs then refuses it."""
+        assert self.run(tmp_path) == 0
+        assert "gpu_uuids" not in json.loads((tmp_path / "m.json").read_text())["h200x2"]
+        (tmp_path / "m.json").unlink()
+        assert self.run(tmp_path, "--gpus", "all") == 0
+        capsys.readouterr()
+        assert self.run(tmp_path) == machine.EXIT_IDENTITY_MISMATCH
+        assert "is recorded but not used" in capsys.readouterr().err

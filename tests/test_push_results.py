@@ -242,6 +242,16 @@ def test_refuses_other_machines_results(tmp_path, origin, case):
     assert_refused(rc, log, outputs, bare, *words)
 
 
+def test_pushes_gpu_homes(tmp_path, origin):
+    """A multi-GPU machine's gpu-homes.tsv (history --gpus) travels with its results."""
+    bare, checkout = origin
+    downloads = artifact(tmp_path / "new", "m1")
+    (downloads / "m1" / "gpu-homes.tsv").write_text("GPU-a\tbench.time_x\n")
+    rc, log, _ = push(tmp_path, downloads, checkout)
+    assert rc == 0, log
+    assert "m1/gpu-homes.tsv" in branch_files(bare)
+
+
 def test_refuses_unknown_files(tmp_path, origin):
     """A file that is not a result file name (a script, say) is refused."""
     bare, checkout = origin

@@ -5,8 +5,8 @@
 
 DIR is what download-artifact v8 wrote for `pattern: asv-results-*`: one folder per artifact
 (asv-results-<machine>/) when several matched, the artifact's files straight in DIR when exactly
-one matched. Each artifact may hold only <machine>/ (regular files named *.json, or the
-*-run-log.jsonl sidecars that history writes) and benchmarks.json, for a machine named in the
+one matched. Each artifact may hold only <machine>/ (regular files named *.json, the
+*-run-log.jsonl sidecars that history writes, and gpu-homes.tsv) and benchmarks.json, for a machine named in the
 runner list JSON. Anything else (a dotfile such as .git/config, a symlink, a name that leaves
 DIR, another machine's folder, an oversize file) refuses the whole push with one line, exit 1.
 Every file is validated with `python -m gemmbench check-results` before it is committed.
@@ -34,7 +34,11 @@ HARNESS = Path(__file__).resolve().parents[2]
 BRANCH = "asv-results"
 PREFIX = "asv-results-"
 MACHINE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-RESULT_FILE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,199}(\.json|-run-log\.jsonl)$")
+# gpu-homes.tsv: which GPU measures which series on a multi-GPU machine (`history --gpus`); it
+# must travel with the results so that the next run keeps every series on its device.
+RESULT_FILE = re.compile(
+    r"^([A-Za-z0-9][A-Za-z0-9_.+-]{0,199}(\.json|-run-log\.jsonl)|gpu-homes\.tsv)$"
+)
 INDEX = "benchmarks.json"
 MAX_FILE_BYTES = 8 * 1024 * 1024
 MAX_TOTAL_BYTES = 256 * 1024 * 1024

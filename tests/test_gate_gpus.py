@@ -1,0 +1,111 @@
+"""End-to-end tests of `gate --gpus` on CPU: the gate's CPU double, two stand-in GPUs."""
+
+from __future__ import annotations
+
+import os
+import queue
+import signal
+import subprocess
+import threading
+import time
+
+import pytest
+from test_gate_e2e import HARNESS_ROOT, MEASURED, Repo
+
+from gemmbench import gate_gpus
+
+UUIDS = ("GPU-fake0000-0000-0000-0000-000000000001", "GPU-fake0000-0000-0000-0000-000000000002")
+# Stand-in for nvidia-smi on a two-GPU host: answers the index,uuid query as the real tool does
+# and fails, as the real one does, for anything it cannot answer.
+FAKE_SMI = f"""#!/bin/sh
+if [ "$1" = "--query-gpu=index,uuid" ]; then
+  printf '0, {UUIDS[0]}\\n1, {UUIDS[1]}\\n'
+  exit 0
+fi
+echo "stand-in nvidia-smi: no answer for $*" >&2
+exit 9
+"""
+
+
+@pytest.fixture
+def repo(tmp_path):
+    repo = Repo(tmp_path / "repo", tmp_path)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "nvidia-smi").write_text(FAKE_SMI)
+    (bin_dir / "nvidia-smi").chmod(0o755)
+    repo.env["PATH"] = f"{bin_dir}{os.pathsep}{os.environ['PATH']}"
+    repo.env.pop("CUDA_VISIBLE_DEVICES", None)
+    return repo
+
+
+class TestSplit:
+    """Tests for `split_cases`."""
+
+    def test_large_cases_apart(self):
+        """The two 4096 cases go to different GPUs; every case once, in the given order."""
+        cases = ["naive-4096", "tiled-4096", "coarsened-4096", "coarsened-2048"]
+        shares = gate_gpus.split_cases(cases, list(UUIDS))
+        assert sorted(sum(shares.values(), [])) == sorted(cases)
+        assert len(shares) == 2 and all(len(s) == 2 for s in shares.values())
+        assert all(s == [c for c in cases if c in s] for s in shares.values())
+
+    def test_combined_exit(self):
+        """A broken head fails over an inconclusive share; inconclusive ranks over slower."""
+        broken = {"exit_code": 1, "benchmarks": [{"verdict": "broken on head"}]}
+        slower = {"exit_code": 1, "benchmarks": [{"verdict": "slower"}]}
+        unsure = {"exit_code": 3, "benchmarks": []}
+        passed = {"exit_code": 0, "benchmarks": []}
+        assert gate_gpus.combined_exit([broken, unsure]) == 1
+        assert gate_gpus.combined_exit([slower, unsure]) == 3
+        assert gate_gpus.combined_exit([slower, passed]) == 1
+        assert gate_gpus.combined_exit([passed, passed]) == 0
+        assert gate_gpus.combined_exit([passed, {"exit_code": 4}]) == 4
+
+
+class TestSpreadEndToEnd:
+    """The whole spread gate: one real gate per stand-in GPU at once, verdicts combined."""
+
+    def test_aa_passes_and_slowdown_is_found_on_its_gpu(self, repo):
+        """A/A passes on both GPUs; a 3x slower `hash` fails, reported from the GPU that had it."""
+        base = repo.git("rev-parse", "HEAD")
+        code, output, result = repo.gate(base, base, "--gpus", "all")
+        assert code == 0, output
+        assert result["mode"] == "spread" and result["status"] == "pass"
+        given = {r["gpu_uuid"]: r["cases_given"] for r in result["gpus"]}
+        assert set(given) == set(UUIDS)
+        assert sorted(sum(given.values(), [])) == ["hash", "steady"]
+        head = repo.commit("slower hash", MEASURED.replace('"hash": 1500', '"hash": 4500'))
+        code, output, result = repo.gate(base, head, "--gpus", "all")
+        assert code == 1, output
+        (slow,) = [b for b in result["benchmarks"] if b["verdict"] == "slower"]
+        assert slow["name"] == "hash" and "hash" in given[slow["gpu_uuid"]]
+        assert "GEMM performance gate on 2 GPUs (spread)" in (repo.tmp / "summary.md").read_text()
+        repo.assert_clean()
+
+    def test_unknown_gpu_is_usage(self, repo):
+        """--gpus naming a GPU the host lacks exits 2 in one line, measuring nothing."""
+        base = repo.git("rev-parse", "HEAD")
+        done = subprocess.run(repo.gate_command(base, base, "--gpus", "5"), cwd=HARNESS_ROOT,
+                              env=repo.env, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1
+        assert "0=GPU-fake" in done.stderr
+        assert not (repo.tmp / "gate.json").exists()
+
+    @pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+    def test_interrupt_cleans_up(self, repo, signum, code):
+        """Ctrl-C or SIGTERM mid-run stops every GPU's gate, each removing its worktrees."""
+        head = repo.commit("slow", MEASURED.replace("SLEEP = 0.0", "SLEEP = 0.05"))
+        proc = subprocess.Popen(repo.gate_command(head, head, "--rounds", "50", "--gpus", "all"),
+                                cwd=HARNESS_ROOT, env=repo.env, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE, text=True)
+        lines: queue.Queue = queue.Queue()
+        threading.Thread(target=lambda: [lines.put(line) for line in proc.stderr],
+                         daemon=True).start()
+        deadline = time.monotonic() + 60
+        started = 0
+        while started < 2:  # both gates are measuring
+            started += "round 1/50" in lines.get(timeout=max(0.1, deadline - time.monotonic()))
+        proc.send_signal(signum)
+        assert proc.wait(timeout=60) == code
+        repo.assert_clean()
