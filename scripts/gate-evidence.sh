@@ -35,18 +35,9 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/gate-evidence.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 clone=$work/repo
 mkdir -p "$clone" "$work/runs"
-# The files git would commit here: tracked and untracked-but-not-ignored. Without a .git (a copied
-# tree), everything except caches and environments.
-if git rev-parse --git-dir >/dev/null 2>&1; then
-    git ls-files -z --cached --others --exclude-standard |
-        tar -cf - --null --ignore-failed-read -T - 2>/dev/null | tar -xf - -C "$clone"
-else
-    tar -cf - --exclude=.git --exclude=.venv --exclude=__pycache__ --exclude=.asv \
-        --exclude=.benchmarks --exclude=.pytest_cache . | tar -xf - -C "$clone"
-fi
-g() { git -C "$clone" -c user.name=gate-evidence -c user.email=gate-evidence@localhost \
-        -c commit.gpgsign=false "$@"; }
-g init -q && g checkout -q -b base && g add -A && g commit -qm "snapshot of the working tree" || exit 1
+# shellcheck source=scripts/_snapshot.sh
+source "$repo/scripts/_snapshot.sh"
+snapshot_repo "$clone" gate-evidence || exit 1
 for pct in $slowdowns; do
     g checkout -q -b "slow-$pct" base || exit 1
     "$PY" "$helper" apply "$pct" "$clone/gemm/kernels/03_coarsened.cu" || exit 1

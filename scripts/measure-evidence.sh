@@ -84,17 +84,9 @@ trap 'rm -rf "$work"' EXIT
 clone=$work/repo
 mkdir -p "$clone" "$work/runs" "$work/candidates"
 : >"$out/gate-logs.txt"
-# The files git would commit here; without a .git (a copied tree), all but caches and environments.
-if git rev-parse --git-dir >/dev/null 2>&1; then
-    git ls-files -z --cached --others --exclude-standard |
-        tar -cf - --null --ignore-failed-read -T - 2>/dev/null | tar -xf - -C "$clone"
-else
-    tar -cf - --exclude=.git --exclude=.venv --exclude=__pycache__ --exclude=.asv --exclude=.whl \
-        --exclude=.benchmarks --exclude=.pytest_cache . | tar -xf - -C "$clone"
-fi
-g() { git -C "$clone" -c user.name=measure-evidence -c user.email=measure-evidence@localhost \
-        -c commit.gpgsign=false "$@"; }
-g init -q && g checkout -q -b base && g add -A && g commit -qm "snapshot of the working tree" || exit 1
+# shellcheck source=scripts/_snapshot.sh
+source "$repo/scripts/_snapshot.sh"
+snapshot_repo "$clone" measure-evidence || exit 1
 for pct in $candidates; do
     g checkout -q -b "slow-$pct" base || exit 1
     "$PY" "$planter" delay "$pct" "$clone/gemm/kernels/03_coarsened.cu" >/dev/null || exit 1

@@ -93,17 +93,9 @@ clone=$work/repo
 mkdir -p "$clone" "$work/home"
 : >"$out/gate-logs.txt"
 : >"$out/gate-runs.jsonl"
-# The files git would commit here; without a .git (a copied tree), all but caches and environments.
-if git rev-parse --git-dir >/dev/null 2>&1; then
-    git ls-files -z --cached --others --exclude-standard |
-        tar -cf - --null --ignore-failed-read -T - 2>/dev/null | tar -xf - -C "$clone"
-else
-    tar -cf - --exclude=.git --exclude=.venv --exclude=__pycache__ --exclude=.asv --exclude=.whl \
-        --exclude=.benchmarks --exclude=.pytest_cache . | tar -xf - -C "$clone"
-fi
-g() { git -C "$clone" -c user.name=multigpu-evidence -c user.email=multigpu-evidence@localhost \
-        -c commit.gpgsign=false "$@"; }
-g init -q && g checkout -q -b base && g add -A && g commit -qm "snapshot of the working tree" || exit 1
+# shellcheck source=scripts/_snapshot.sh
+source "$repo/scripts/_snapshot.sh"
+snapshot_repo "$clone" multigpu-evidence || exit 1
 first=$(g rev-parse HEAD)
 # Commits of the same code (a note file changes): every commit measures the same kernels, so the
 # history's rate is the harness's, and its values are reruns of one code.
