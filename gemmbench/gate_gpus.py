@@ -42,12 +42,35 @@ def split_cases(cases: list[str], uuids: list[str]) -> dict[str, list[str]]:
     return {uuid: share for uuid, share in shares.items() if share}
 
 
-def child_command(args: argparse.Namespace, thresholds: str, cases: list[str], json_path: Path,
-                  markdown_path: Path) -> list[str]:
-    command = [sys.executable, "-m", "gemmbench", "gate", "--base", args.base, "--head", args.head,
-               "--repo", args.repo, "--thresholds", thresholds, "--cases", ",".join(cases),
-               "--cases-from", args.cases_from, "--json", str(json_path),
-               "--markdown", str(markdown_path)]
+def child_command(
+    args: argparse.Namespace,
+    thresholds: str,
+    cases: list[str],
+    json_path: Path,
+    markdown_path: Path,
+) -> list[str]:
+    command = [
+        sys.executable,
+        "-m",
+        "gemmbench",
+        "gate",
+        "--base",
+        args.base,
+        "--head",
+        args.head,
+        "--repo",
+        args.repo,
+        "--thresholds",
+        thresholds,
+        "--cases",
+        ",".join(cases),
+        "--cases-from",
+        args.cases_from,
+        "--json",
+        str(json_path),
+        "--markdown",
+        str(markdown_path),
+    ]
     for option in ("rounds", "samples"):
         if getattr(args, option) is not None:
             command += [f"--{option}", str(getattr(args, option))]
@@ -62,7 +85,9 @@ def combined_exit(reports: list[dict]) -> int:
     for code in (exitcodes.USAGE, exitcodes.INFRASTRUCTURE):
         if code in codes:
             return code
-    broken = any(b.get("verdict") == "broken on head" for r in reports for b in r.get("benchmarks", []))
+    broken = any(
+        b.get("verdict") == "broken on head" for r in reports for b in r.get("benchmarks", [])
+    )
     if broken:
         return exitcodes.FAILED
     for code in (exitcodes.INCONCLUSIVE, exitcodes.FAILED):
@@ -90,12 +115,14 @@ def spread(args: argparse.Namespace) -> int:
         for index, (uuid, share) in enumerate(shares.items()):
             out = Path(scratch) / f"gpu{index}"
             progress(f"GPU {index} ({uuid}): {', '.join(share)}")
-            command = child_command(args, thresholds, share, out.with_suffix(".json"),
-                                    out.with_suffix(".md"))
+            command = child_command(
+                args, thresholds, share, out.with_suffix(".json"), out.with_suffix(".md")
+            )
             env = dict(os.environ, CUDA_VISIBLE_DEVICES=uuid)
             # Own sessions: a Ctrl-C reaches each gate once, forwarded below, never twice.
-            process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL,
-                                       start_new_session=True)
+            process = subprocess.Popen(
+                command, env=env, stdout=subprocess.DEVNULL, start_new_session=True
+            )
             children.append((index, uuid, share, out, process))
         try:
             codes = [process.wait() for *_, process in children]
@@ -115,24 +142,38 @@ def spread(args: argparse.Namespace) -> int:
                 report = {"exit_code": code, "status": "no report", "benchmarks": []}
             report["gpu_uuid"], report["gpu_index"], report["cases_given"] = uuid, index, share
             reports.append(report)
-            text = out.with_suffix(".md").read_text(encoding="utf-8") if out.with_suffix(
-                ".md").exists() else "(no summary)\n"
+            text = (
+                out.with_suffix(".md").read_text(encoding="utf-8")
+                if out.with_suffix(".md").exists()
+                else "(no summary)\n"
+            )
             markdown.append(f"#### GPU {index} ({uuid}): {', '.join(share)}\n\n{text}")
     code = combined_exit(reports)
     name = {exit_code: status for status, exit_code in EXIT_CODES.items()}[code]
     wall = time.perf_counter() - started
-    summary = (f"### GEMM performance gate on {len(reports)} GPUs (spread): {name}\n\n"
-               + "\n".join(markdown))
+    summary = f"### GEMM performance gate on {len(reports)} GPUs (spread): {name}\n\n" + "\n".join(
+        markdown
+    )
     print(summary, end="")
     if args.markdown:
         with open(args.markdown, "a", encoding="utf-8") as handle:
             handle.write(summary)
     if args.json:
         benchmarks = [{**b, "gpu_uuid": r["gpu_uuid"]} for r in reports for b in r["benchmarks"]]
-        document = {"schema": 1, "mode": "spread", "status": name, "exit_code": code,
-                    "reasons": [f"GPU {r['gpu_index']}: {reason}" for r in reports
-                                for reason in r.get("reasons", [])],
-                    "wall_s": wall, "gpus": reports, "benchmarks": benchmarks}
+        document = {
+            "schema": 1,
+            "mode": "spread",
+            "status": name,
+            "exit_code": code,
+            "reasons": [
+                f"GPU {r['gpu_index']}: {reason}"
+                for r in reports
+                for reason in r.get("reasons", [])
+            ],
+            "wall_s": wall,
+            "gpus": reports,
+            "benchmarks": benchmarks,
+        }
         Path(args.json).write_text(json.dumps(document, indent=1) + "\n", encoding="utf-8")
     progress(f"{name} (exit {code}) in {wall:.1f} s")
     return code

@@ -54,8 +54,10 @@ def commits_in(repo: Path, revrange: str) -> list[str]:
         return [git(repo, "rev-parse", "--verify", f"{revrange}^{{commit}}")]
     except GitError as exc:
         reason = (exc.reason or "no output").splitlines()[0]
-        raise HistoryError(f"git does not know {revrange!r} ({reason}); give commits of this "
-                           "repository, e.g. main~3..main, fetching them first if needed") from exc
+        raise HistoryError(
+            f"git does not know {revrange!r} ({reason}); give commits of this "
+            "repository, e.g. main~3..main, fetching them first if needed"
+        ) from exc
 
 
 # --- what is already stored ----------------------------------------------------------------
@@ -135,8 +137,9 @@ def asv_runner_on_pythonpath(env: dict[str, str]) -> Iterator[dict[str, str]]:
     """
     spec = importlib.util.find_spec("asv_runner")
     if spec is None or not spec.submodule_search_locations:
-        raise HistoryError("this interpreter has asv but no asv_runner; "
-                           "install asv-runner==0.3.2 beside asv")
+        raise HistoryError(
+            "this interpreter has asv but no asv_runner; install asv-runner==0.3.2 beside asv"
+        )
     with tempfile.TemporaryDirectory(prefix="gemmbench-asv-runner-") as folder:
         os.symlink(next(iter(spec.submodule_search_locations)), Path(folder) / "asv_runner")
         # Absolute entries only: benchmark.py removes PYTHONPATH's entries from sys.path by exact
@@ -151,9 +154,22 @@ def asv_runner_on_pythonpath(env: dict[str, str]) -> Iterator[dict[str, str]]:
 def install(python: str, source: Path) -> None:
     """Install the package at ``source`` into ``python``: offline, no dependencies touched."""
     done = subprocess.run(
-        [python, "-m", "pip", "install", "--no-deps", "--no-build-isolation",
-         "--force-reinstall", "--no-cache-dir", "--quiet", str(source)],
-        env=clean_env(), capture_output=True, text=True, cwd=tempfile.gettempdir(),
+        [
+            python,
+            "-m",
+            "pip",
+            "install",
+            "--no-deps",
+            "--no-build-isolation",
+            "--force-reinstall",
+            "--no-cache-dir",
+            "--quiet",
+            str(source),
+        ],
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        cwd=tempfile.gettempdir(),
     )
     if done.returncode != 0:
         log(f"pip's output for {source.name}:\n{done.stdout}{done.stderr}")
@@ -166,12 +182,16 @@ def installed_code(python: str, package: str, repo: Path, sha: str) -> dict:
     file of the package is byte-identical in the imported copy. Returns the evidence."""
     probe = subprocess.run(
         [python, "-c", f"import {package}; print({package}.__file__)"],
-        env=clean_env(), capture_output=True, text=True, cwd=tempfile.gettempdir(),
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        cwd=tempfile.gettempdir(),
     )
     if probe.returncode != 0:
         last = (probe.stderr.strip() or "no output").splitlines()[-1]
-        raise HistoryError(f"{python} cannot import {package} after installing it ({last}); "
-                           "check --package")
+        raise HistoryError(
+            f"{python} cannot import {package} after installing it ({last}); check --package"
+        )
     package_dir = Path(probe.stdout.strip()).parent
     committed = git(repo, "ls-tree", "-r", "--name-only", sha, "--", f"{package}/").split("\n")
     matched, different, not_installed = 0, [], []
@@ -195,9 +215,16 @@ def installed_code(python: str, package: str, repo: Path, sha: str) -> dict:
     for path in files:
         digest.update(path.relative_to(package_dir).as_posix().encode() + b"\0")
         digest.update(path.read_bytes())
-    return {"kind": "code", "commit": sha, "package": package, "package_dir": str(package_dir),
-            "files_matching_commit": matched, "not_installed": not_installed,
-            "installed_sha256": digest.hexdigest(), "time": time.time()}
+    return {
+        "kind": "code",
+        "commit": sha,
+        "package": package,
+        "package_dir": str(package_dir),
+        "files_matching_commit": matched,
+        "not_installed": not_installed,
+        "installed_sha256": digest.hexdigest(),
+        "time": time.time(),
+    }
 
 
 # --- GPU identity and conditions ---------------------------------------------------------
@@ -299,18 +326,26 @@ def summarize_conditions(path: Path, since: float) -> tuple[str, list[str]]:
     temps = [s["temperature_c"] for s in states if s.get("temperature_c") is not None]
     # machine.suspect_reasons is the one definition (the power cap alone is not suspect).
     suspect = [(s, suspect_reasons(s)) for s in states]
-    throttled = [reasons for _, reasons in suspect if any(r.startswith("GPU throttled") for r in reasons)]
+    throttled = [
+        reasons for _, reasons in suspect if any(r.startswith("GPU throttled") for r in reasons)
+    ]
     busy = [reasons for _, reasons in suspect if any(r.startswith("GPU busy") for r in reasons)]
-    line = (f"{len(states)} benchmark processes: SM {min(clocks, default='?')}-"
-            f"{max(clocks, default='?')} MHz, up to {max(temps, default='?')} °C")
+    line = (
+        f"{len(states)} benchmark processes: SM {min(clocks, default='?')}-"
+        f"{max(clocks, default='?')} MHz, up to {max(temps, default='?')} °C"
+    )
     warnings = []
     if throttled:
         reasons = sorted({r for rs in throttled for r in rs if r.startswith("GPU throttled")})
-        warnings.append(f"GPU THROTTLED in {len(throttled)} of {len(states)} processes "
-                        f"({'; '.join(reasons)}): these results are suspect")
+        warnings.append(
+            f"GPU THROTTLED in {len(throttled)} of {len(states)} processes "
+            f"({'; '.join(reasons)}): these results are suspect"
+        )
     if busy:
-        warnings.append(f"GPU BUSY: other compute processes ran during {len(busy)} of "
-                        f"{len(states)} processes: these results are suspect")
+        warnings.append(
+            f"GPU BUSY: other compute processes ran during {len(busy)} of "
+            f"{len(states)} processes: these results are suspect"
+        )
     if len(gemm_files) > 1:
         warnings.append(f"processes imported gemm from several places: {sorted(gemm_files)}")
     return line, warnings
@@ -321,8 +356,9 @@ def summarize_conditions(path: Path, since: float) -> tuple[str, list[str]]:
 
 def run_asv(args: Sequence[str], env: dict[str, str], cwd: Path) -> int:
     """Run asv in its own process group so an interrupt stops it too, and wait for it."""
-    process = subprocess.Popen([sys.executable, "-m", "asv", *args], env=env, cwd=cwd,
-                               start_new_session=True)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "asv", *args], env=env, cwd=cwd, start_new_session=True
+    )
     try:
         return process.wait()
     except BaseException:
@@ -392,8 +428,12 @@ def shard_config(config: Path, folder: Path) -> Path:
 
     data = asv_util.load_json(str(config), js_comments=True)
     base = config.parent
-    for key, default in (("repo", "."), ("benchmark_dir", "benchmarks"), ("env_dir", "env"),
-                         ("html_dir", "html")):
+    for key, default in (
+        ("repo", "."),
+        ("benchmark_dir", "benchmarks"),
+        ("env_dir", "env"),
+        ("html_dir", "html"),
+    ):
         data[key] = str((base / data.get(key, default)).resolve())
     data["results_dir"] = str(folder)
     path = folder.parent / f"{folder.name}.asv.conf.json"
@@ -416,13 +456,20 @@ main()
 """
 
 
-def run_asv_together(runs: Sequence[tuple[list[str], dict[str, str]]], cwd: Path,
-                     machine_files: Sequence[Path]) -> list[int]:
+def run_asv_together(
+    runs: Sequence[tuple[list[str], dict[str, str]]], cwd: Path, machine_files: Sequence[Path]
+) -> list[int]:
     """Run several asv commands at once, each in its own process group and with its own copy of
     the asv machine file (see above); an interrupt stops them all."""
-    processes = [subprocess.Popen([sys.executable, "-c", _ASV_WITH_MACHINE_FILE, str(machine_file),
-                                   *args], env=env, cwd=cwd, start_new_session=True)
-                 for (args, env), machine_file in zip(runs, machine_files, strict=True)]
+    processes = [
+        subprocess.Popen(
+            [sys.executable, "-c", _ASV_WITH_MACHINE_FILE, str(machine_file), *args],
+            env=env,
+            cwd=cwd,
+            start_new_session=True,
+        )
+        for (args, env), machine_file in zip(runs, machine_files, strict=True)
+    ]
     try:
         return [process.wait() for process in processes]
     except BaseException:
@@ -444,13 +491,13 @@ def write_atomically(path: Path, document: dict) -> None:
     partial.replace(path)  # a reader sees the old file or the whole new one, never half
 
 
-def run_sharded(opts, repo: Path, results_dir: Path, sha: str, env: dict[str, str],
-                label: str, log_path: Path) -> int:
+def run_sharded(
+    opts, repo: Path, results_dir: Path, sha: str, env: dict[str, str], label: str, log_path: Path
+) -> int:
     """Measure ``sha`` with one asv run per GPU at once, each on its series' home GPU only, and
     merge their results into the one file asv itself would have written. Returns asv's worst
     exit status (0 when every run passed)."""
-    common = ["-E", f"existing:{opts.python}", "--set-commit-hash", sha,
-              "--machine", opts.machine]
+    common = ["-E", f"existing:{opts.python}", "--set-commit-hash", sha, "--machine", opts.machine]
     if opts.series is None:
         # Discovery only (asv's own "just-discover"), once per history: offline, every commit is
         # measured with the one suite in benchmark_dir, so its series are the same for all.
@@ -482,11 +529,26 @@ def run_sharded(opts, repo: Path, results_dir: Path, sha: str, env: dict[str, st
             folder.mkdir()
             folders.append(folder)
             shares.append(f"{len(share)} on GPU {index}")
-            append_log(log_path, {"kind": "shard", "commit": sha, "gpu_uuid": uuid,
-                                  "gpu_index": index, "series": share, "time": time.time()})
-            args = ["run", "--config", str(shard_config(opts.config, folder)), *common,
-                    "--record-samples", *(f"--bench={p}" for p in shard.bench_patterns(share)),
-                    *opts.asv_arg]
+            append_log(
+                log_path,
+                {
+                    "kind": "shard",
+                    "commit": sha,
+                    "gpu_uuid": uuid,
+                    "gpu_index": index,
+                    "series": share,
+                    "time": time.time(),
+                },
+            )
+            args = [
+                "run",
+                "--config",
+                str(shard_config(opts.config, folder)),
+                *common,
+                "--record-samples",
+                *(f"--bench={p}" for p in shard.bench_patterns(share)),
+                *opts.asv_arg,
+            ]
             runs.append((args, dict(env, CUDA_VISIBLE_DEVICES=uuid)))
             machine_files.append(folder.parent / f"{folder.name}.asv-machine.json")
             shutil.copyfile(machine_file_path(), machine_files[-1])
@@ -514,8 +576,9 @@ def offline_history(opts, repo: Path, results_dir: Path, commits: list[str], gpu
         return measure_each(opts, repo, results_dir, commits, gpu, env)
 
 
-def measure_each(opts, repo: Path, results_dir: Path, commits: list[str], gpu: bool,
-                 env: dict[str, str]) -> int:
+def measure_each(
+    opts, repo: Path, results_dir: Path, commits: list[str], gpu: bool, env: dict[str, str]
+) -> int:
     python = opts.python
 
     failed = []
@@ -532,17 +595,30 @@ def measure_each(opts, repo: Path, results_dir: Path, commits: list[str], gpu: b
             install(python, checkouts[sha[:12]])
             evidence = installed_code(python, opts.package, repo, sha)
         append_log(log_path, evidence)
-        log(f"{label}: measuring {evidence['package_dir']} "
-            f"({evidence['files_matching_commit']} files identical to the commit)")
+        log(
+            f"{label}: measuring {evidence['package_dir']} "
+            f"({evidence['files_matching_commit']} files identical to the commit)"
+        )
         if gpu:
             from gemmbench.machine import NoGpuError, describe_state, gpu_state
 
             with contextlib.suppress(NoGpuError):
                 log(f"{label}: before the run, {describe_state(gpu_state())}")
         saved = backup(stored_result_files(results_dir, opts.machine, sha, True))
-        asv_args = ["run", "--config", str(opts.config), "-E", f"existing:{python}",
-                    "--set-commit-hash", sha, "--machine", opts.machine, "--record-samples",
-                    *(f"--bench={b}" for b in opts.bench), *opts.asv_arg]
+        asv_args = [
+            "run",
+            "--config",
+            str(opts.config),
+            "-E",
+            f"existing:{python}",
+            "--set-commit-hash",
+            sha,
+            "--machine",
+            opts.machine,
+            "--record-samples",
+            *(f"--bench={b}" for b in opts.bench),
+            *opts.asv_arg,
+        ]
         env["GEMMBENCH_COMMIT"] = sha
         try:
             if opts.gpus is not None:
@@ -558,19 +634,25 @@ def measure_each(opts, repo: Path, results_dir: Path, commits: list[str], gpu: b
         stored = bool(stored_result_files(results_dir, opts.machine, sha, True))
         if status != 0 or not stored:
             failed.append(sha)
-            log(f"{label}: asv exited {status}; "
-                f"{'results stored with failures' if stored else 'nothing stored'}")
+            log(
+                f"{label}: asv exited {status}; "
+                f"{'results stored with failures' if stored else 'nothing stored'}"
+            )
         else:
             log(f"{label}: stored in {time.time() - started:.0f} s; {conditions}")
-    log(f"{len(commits) - len(failed)} of {len(commits)} commits stored for {opts.machine!r}"
-        + (f"; failed: {', '.join(s[:8] for s in failed)}" if failed else ""))
+    log(
+        f"{len(commits) - len(failed)} of {len(commits)} commits stored for {opts.machine!r}"
+        + (f"; failed: {', '.join(s[:8] for s in failed)}" if failed else "")
+    )
     return EXIT_FAILED if failed else 0
 
 
 def network_history(opts, repo: Path, results_dir: Path, commits: list[str]) -> int:
     todo = [s for s in commits if not is_stored(results_dir, opts.machine, s, False, opts.bench)]
-    log(f"{len(commits) - len(todo)} of {len(commits)} commits already stored; "
-        f"asv builds and measures {len(todo)} in its own environments")
+    log(
+        f"{len(commits) - len(todo)} of {len(commits)} commits already stored; "
+        f"asv builds and measures {len(todo)} in its own environments"
+    )
     if not todo:
         return 0
     with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as hashfile:
@@ -578,9 +660,19 @@ def network_history(opts, repo: Path, results_dir: Path, commits: list[str]) -> 
     env = dict(os.environ, GEMMBENCH_RUN_LOG_DIR=str(results_dir / opts.machine))
     # Rounds not interleaved across commits: each commit is complete when asv saves it, so an
     # interrupted run resumes at the first commit not stored.
-    asv_args = ["run", f"HASHFILE:{hashfile.name}", "--config", str(opts.config),
-                "--machine", opts.machine, "--record-samples", "--no-interleave-rounds",
-                "--skip-existing-commits", *(f"--bench={b}" for b in opts.bench), *opts.asv_arg]
+    asv_args = [
+        "run",
+        f"HASHFILE:{hashfile.name}",
+        "--config",
+        str(opts.config),
+        "--machine",
+        opts.machine,
+        "--record-samples",
+        "--no-interleave-rounds",
+        "--skip-existing-commits",
+        *(f"--bench={b}" for b in opts.bench),
+        *opts.asv_arg,
+    ]
     try:
         status = run_asv(asv_args, env, repo)
     finally:
@@ -596,13 +688,17 @@ def load_config(path: Path):
     from asv.util import UserError
 
     if not path.is_file():
-        raise HistoryError(f"no asv configuration at {path}; run history in the project's folder "
-                           "or pass --config PATH/asv.conf.json")
+        raise HistoryError(
+            f"no asv configuration at {path}; run history in the project's folder "
+            "or pass --config PATH/asv.conf.json"
+        )
     try:
         return Config.load(str(path))
     except (UserError, ValueError) as exc:  # ValueError: json5's, for a file that is not JSON
-        raise HistoryError(f"asv cannot read {path}: {str(exc).strip().splitlines()[0]}; "
-                           "fix it or pass another --config") from None
+        raise HistoryError(
+            f"asv cannot read {path}: {str(exc).strip().splitlines()[0]}; "
+            "fix it or pass another --config"
+        ) from None
 
 
 def check_repository(repo: Path, config: Path) -> None:
@@ -610,24 +706,31 @@ def check_repository(repo: Path, config: Path) -> None:
     try:
         inside = git(repo, "rev-parse", "--is-inside-work-tree")
     except FileNotFoundError:
-        raise HistoryError("git is not installed; install git, which history reads commits with") from None
+        raise HistoryError(
+            "git is not installed; install git, which history reads commits with"
+        ) from None
     except GitError:
         inside = "false"
     if inside != "true":
-        raise HistoryError(f"{repo} (\"repo\" in {config.name}) is not a git repository; run "
-                           "history in a clone of the project")
+        raise HistoryError(
+            f'{repo} ("repo" in {config.name}) is not a git repository; run '
+            "history in a clone of the project"
+        )
 
 
 def resolve_python(python: str) -> str:
     """The interpreter to measure, as a full path; a HistoryError when there is none."""
     found = shutil.which(python)
     if found is None:
-        raise HistoryError(f"--python {python}: no such executable; give the path of an "
-                           "interpreter that has this project's dependencies, or leave it out")
+        raise HistoryError(
+            f"--python {python}: no such executable; give the path of an "
+            "interpreter that has this project's dependencies, or leave it out"
+        )
     probe = subprocess.run([found, "-c", "import sys"], capture_output=True, env=clean_env())
     if probe.returncode != 0:
-        raise HistoryError(f"--python {python} does not run Python code; give the path of a "
-                           "Python interpreter")
+        raise HistoryError(
+            f"--python {python} does not run Python code; give the path of a Python interpreter"
+        )
     return found
 
 
@@ -638,8 +741,10 @@ def check_bench_patterns(patterns: Sequence[str]) -> None:
         try:
             re.compile(pattern)
         except re.error as exc:
-            raise HistoryError(f"--bench {pattern!r} is not a regular expression ({exc}); "
-                               "quote it, or escape the special character") from None
+            raise HistoryError(
+                f"--bench {pattern!r} is not a regular expression ({exc}); "
+                "quote it, or escape the special character"
+            ) from None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -651,21 +756,36 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("revrange", help="A..B (commits after A up to B), or one commit")
     parser.add_argument("--machine", required=True, help="asv machine name (see `machine`)")
     where = parser.add_mutually_exclusive_group()
-    where.add_argument("--python", default=sys.executable,
-                       help="offline: interpreter to install each commit into and run with "
-                       "(default: this one)")
-    where.add_argument("--network", action="store_true",
-                       help="let asv build each commit in its own virtualenvs (needs an index)")
+    where.add_argument(
+        "--python",
+        default=sys.executable,
+        help="offline: interpreter to install each commit into and run with (default: this one)",
+    )
+    where.add_argument(
+        "--network",
+        action="store_true",
+        help="let asv build each commit in its own virtualenvs (needs an index)",
+    )
     parser.add_argument("--config", type=Path, default=Path("asv.conf.json"))
-    parser.add_argument("--bench", action="append", default=[],
-                        help="regex of benchmarks to run (repeatable), as asv's --bench")
-    parser.add_argument("--asv-arg", action="append", default=[],
-                        help="extra argument for `asv run` (repeatable), e.g. --asv-arg=-a "
-                        "--asv-arg=rounds=1")
+    parser.add_argument(
+        "--bench",
+        action="append",
+        default=[],
+        help="regex of benchmarks to run (repeatable), as asv's --bench",
+    )
+    parser.add_argument(
+        "--asv-arg",
+        action="append",
+        default=[],
+        help="extra argument for `asv run` (repeatable), e.g. --asv-arg=-a --asv-arg=rounds=1",
+    )
     parser.add_argument("--package", default="gemm", help="the package under test (default gemm)")
-    parser.add_argument("--gpus", default=None,
-                        help="offline: all, or GPU indices/UUIDs such as 0,1: one asv run per GPU "
-                        "at once, each series on its home GPU (default: one GPU, as before)")
+    parser.add_argument(
+        "--gpus",
+        default=None,
+        help="offline: all, or GPU indices/UUIDs such as 0,1: one asv run per GPU "
+        "at once, each series on its home GPU (default: one GPU, as before)",
+    )
     opts = parser.parse_args(argv)
 
     try:
@@ -679,15 +799,19 @@ def main(argv: list[str] | None = None) -> int:
             opts.python = resolve_python(opts.python)
         commits = commits_in(repo, opts.revrange)
         if not commits:
-            raise HistoryError(f"{opts.revrange!r} holds no commits; give a range A..B with B "
-                               "after A, or one commit")
+            raise HistoryError(
+                f"{opts.revrange!r} holds no commits; give a range A..B with B "
+                "after A, or one commit"
+            )
         spec, opts.gpus, opts.series = opts.gpus, None, None
         if spec is not None:
             from gemmbench import machine as gpu_machine
 
             if opts.network:
-                raise HistoryError("--gpus works offline only (asv's own environments run one "
-                                   "process at a time); leave out --network or --gpus")
+                raise HistoryError(
+                    "--gpus works offline only (asv's own environments run one "
+                    "process at a time); leave out --network or --gpus"
+                )
             try:
                 opts.gpus = gpu_machine.select_gpus(spec)
             except gpu_machine.GpuSelectionError as exc:
@@ -695,9 +819,11 @@ def main(argv: list[str] | None = None) -> int:
             except gpu_machine.NoGpuError as exc:
                 raise NoGpu(str(exc)) from exc
         gpu = check_machine(opts.machine, opts.gpus)
-        log(f"{len(commits)} commits in {opts.revrange}, machine {opts.machine!r}, "
+        log(
+            f"{len(commits)} commits in {opts.revrange}, machine {opts.machine!r}, "
             f"{'network' if opts.network else 'offline with ' + opts.python}"
-            + (f", on {len(opts.gpus)} GPUs" if opts.gpus else ""))
+            + (f", on {len(opts.gpus)} GPUs" if opts.gpus else "")
+        )
         if opts.network:
             return network_history(opts, repo, results_dir, commits)
         return offline_history(opts, repo, results_dir, commits, gpu)
@@ -711,12 +837,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"history: {exc}", file=sys.stderr)
         return EXIT_SETUP
     except OSError as exc:  # e.g. a results folder that cannot be written
-        print(f"history: {exc.strerror or exc}: {exc.filename}; check that path and its "
-              "permissions", file=sys.stderr)
+        print(
+            f"history: {exc.strerror or exc}: {exc.filename}; check that path and its permissions",
+            file=sys.stderr,
+        )
         return EXIT_SETUP
     except KeyboardInterrupt:
-        print("history: interrupted; every commit stored so far is intact, and running the same "
-              "command again resumes with the first commit not stored", file=sys.stderr)
+        print(
+            "history: interrupted; every commit stored so far is intact, and running the same "
+            "command again resumes with the first commit not stored",
+            file=sys.stderr,
+        )
         return EXIT_INTERRUPTED
 
 

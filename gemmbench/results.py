@@ -105,9 +105,12 @@ def check_result_file(path: Path, machine: str | None = None) -> list[str]:
     if missing:
         return [f"missing {', '.join(missing)}"]
     shapes = {"results": dict, "params": dict, "result_columns": list}
-    wrong = [f"{key} is {type(data[key]).__name__ if data[key] is not None else 'null'}, asv "
-             f"expects {'an object' if kind is dict else 'a list'}"
-             for key, kind in shapes.items() if not isinstance(data[key], kind)]
+    wrong = [
+        f"{key} is {type(data[key]).__name__ if data[key] is not None else 'null'}, asv "
+        f"expects {'an object' if kind is dict else 'a list'}"
+        for key, kind in shapes.items()
+        if not isinstance(data[key], kind)
+    ]
     if wrong:
         return wrong
     problems = []
@@ -130,8 +133,10 @@ def check_result_file(path: Path, machine: str | None = None) -> list[str]:
             continue
         expected = math.prod(len(p) for p in params) if params else 1
         if result is not None and (not isinstance(result, list) or len(result) != expected):
-            problems.append(f"{name}: {len(result) if isinstance(result, list) else result!r} "
-                            f"values for {expected} parameter combinations")
+            problems.append(
+                f"{name}: {len(result) if isinstance(result, list) else result!r} "
+                f"values for {expected} parameter combinations"
+            )
         elif result is not None and not all(_finite_or_none(v) for v in result):
             problems.append(f"{name}: a value is neither a finite number, NaN (skipped) nor null")
         samples = values.get("samples")
@@ -222,31 +227,44 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(why)
 
     if not args.results_dir.exists():
-        print(f"check-results: {args.results_dir} does not exist; run it in the project's folder "
-              "or pass --results-dir", file=sys.stderr)
+        print(
+            f"check-results: {args.results_dir} does not exist; run it in the project's folder "
+            "or pass --results-dir",
+            file=sys.stderr,
+        )
         return exitcodes.USAGE
     if not args.results_dir.is_dir():
-        print(f"check-results: {args.results_dir} is not a folder; pass the asv results folder "
-              "(.asv/results) as --results-dir", file=sys.stderr)
+        print(
+            f"check-results: {args.results_dir} is not a folder; pass the asv results folder "
+            "(.asv/results) as --results-dir",
+            file=sys.stderr,
+        )
         return exitcodes.USAGE
     try:
         if args.machine is not None and not (args.results_dir / args.machine).is_dir():
             here = ", ".join(sorted(p.name for p in args.results_dir.iterdir() if p.is_dir()))
-            print(f"check-results: no results stored for machine {args.machine!r} in "
-                  f"{args.results_dir}; check --machine (machines there: {here or 'none'})",
-                  file=sys.stderr)
+            print(
+                f"check-results: no results stored for machine {args.machine!r} in "
+                f"{args.results_dir}; check --machine (machines there: {here or 'none'})",
+                file=sys.stderr,
+            )
             return exitcodes.FAILED
         problems = list(iter_problems(args.results_dir, args.machine))
     except OSError as exc:
-        print(f"check-results: cannot read {exc.filename} ({exc.strerror}); check its "
-              "permissions", file=sys.stderr)
+        print(
+            f"check-results: cannot read {exc.filename} ({exc.strerror}); check its permissions",
+            file=sys.stderr,
+        )
         return exitcodes.USAGE
     for path, problem in problems:
         print(f"CORRUPT {path}: {problem}", file=sys.stderr)
     if problems:
         files = len({path for path, _ in problems})
-        print(f"check-results: {files} file(s) would be skipped or misread by asv; fix or delete "
-              "them (history measures a deleted commit again)", file=sys.stderr)
+        print(
+            f"check-results: {files} file(s) would be skipped or misread by asv; fix or delete "
+            "them (history measures a deleted commit again)",
+            file=sys.stderr,
+        )
         return exitcodes.FAILED
     count = count_result_files(args.results_dir, args.machine)
     print(f"check-results: {count} result file(s) in {args.results_dir} are valid")

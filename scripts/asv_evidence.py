@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """Helpers of scripts/asv-evidence.sh: L2 cold vs warm, A/A run comparison, regression list.
 
-    python3 scripts/asv_evidence.py l2                      # on the GPU: cold vs warm per shape
-    python3 scripts/asv_evidence.py compare RESULTS_A RESULTS_B --machine NAME --commit SHA
-    python3 scripts/asv_evidence.py regressions HTML_DIR
-    python3 scripts/asv_evidence.py conditions RESULTS_DIR --machine NAME
+python3 scripts/asv_evidence.py l2                      # on the GPU: cold vs warm per shape
+python3 scripts/asv_evidence.py compare RESULTS_A RESULTS_B --machine NAME --commit SHA
+python3 scripts/asv_evidence.py regressions HTML_DIR
+python3 scripts/asv_evidence.py conditions RESULTS_DIR --machine NAME
 """
 
 from __future__ import annotations
@@ -45,24 +45,32 @@ def l2(args) -> int:
                 summary = common.timing.summarize(values)
                 stats[policy] = (summary.median, summary.relative_iqr)
             rows.append((label, variant, stats))
-    print(f"\n{'shape':>16} {'variant':>10} {'cold ms':>9} {'warm ms':>9} {'warm/cold':>9} "
-          f"{'IQR cold':>8} {'IQR warm':>8}")
+    print(
+        f"\n{'shape':>16} {'variant':>10} {'cold ms':>9} {'warm ms':>9} {'warm/cold':>9} "
+        f"{'IQR cold':>8} {'IQR warm':>8}"
+    )
     decisions = {}
     for label, variant, stats in rows:
         (cold, cold_iqr), (warm, warm_iqr) = stats["cold"], stats["warm"]
-        print(f"{label:>16} {variant:>10} {cold * 1e3:9.4f} {warm * 1e3:9.4f} "
-              f"{warm / cold:9.3f} {cold_iqr:8.2%} {warm_iqr:8.2%}")
+        print(
+            f"{label:>16} {variant:>10} {cold * 1e3:9.4f} {warm * 1e3:9.4f} "
+            f"{warm / cold:9.3f} {cold_iqr:8.2%} {warm_iqr:8.2%}"
+        )
         decisions.setdefault(label, []).append((abs(warm / cold - 1), cold_iqr, warm_iqr))
-    print("\nproposed L2 policy (cold where L2 residency changes a variant's time by more than "
-          f"{L2_MATTERS:.0%}; otherwise the policy with the smaller spread):")
+    print(
+        "\nproposed L2 policy (cold where L2 residency changes a variant's time by more than "
+        f"{L2_MATTERS:.0%}; otherwise the policy with the smaller spread):"
+    )
     for label, entries in decisions.items():
         effect = max(e[0] for e in entries)
         cold_spread = statistics.median(e[1] for e in entries)
         warm_spread = statistics.median(e[2] for e in entries)
         choice = "cold" if effect > L2_MATTERS or cold_spread <= warm_spread else "warm"
-        print(f"  {label:>16}: {choice}  (largest warm/cold effect {effect:.1%}, median IQR "
-              f"cold {cold_spread:.2%}, warm {warm_spread:.2%}; table now: "
-              f"{common.SHAPES[label].l2})")
+        print(
+            f"  {label:>16}: {choice}  (largest warm/cold effect {effect:.1%}, median IQR "
+            f"cold {cold_spread:.2%}, warm {warm_spread:.2%}; table now: "
+            f"{common.SHAPES[label].l2})"
+        )
     return 0
 
 
@@ -94,8 +102,9 @@ def compare(args) -> int:
     if not common_keys:
         print("compare: the two runs share no time benchmark", file=sys.stderr)
         return 2
-    print(f"{'benchmark':>44} {'run 1 ms':>9} {'run 2 ms':>9} {'diff':>7} {'IQR 1':>6} "
-          f"{'IQR 2':>6}")
+    print(
+        f"{'benchmark':>44} {'run 1 ms':>9} {'run 2 ms':>9} {'diff':>7} {'IQR 1':>6} {'IQR 2':>6}"
+    )
     worst_by_shape: dict[str, tuple[float, float, str]] = {}
     held = failed = 0
     for key in common_keys:
@@ -113,8 +122,10 @@ def compare(args) -> int:
                 flag = "  > 2%"
         else:
             flag = "  (<1 ms)"
-        print(f"{label:>44} {m1 * 1e3:9.4f} {m2 * 1e3:9.4f} {difference:7.2%} {spread1:6.2%} "
-              f"{spread2:6.2%}{flag}")
+        print(
+            f"{label:>44} {m1 * 1e3:9.4f} {m2 * 1e3:9.4f} {difference:7.2%} {spread1:6.2%} "
+            f"{spread2:6.2%}{flag}"
+        )
         shape = key[1][-1].strip("'") if key[1] else "-"
         if is_held and difference >= worst_by_shape.get(shape, (-1.0, 0, ""))[0]:
             worst_by_shape[shape] = (difference, max(spread1, spread2), label)
@@ -122,8 +133,10 @@ def compare(args) -> int:
     for shape, (difference, spread, label) in worst_by_shape.items():
         print(f"  {shape:>16}: {difference:6.2%}  spread {spread:6.2%}  ({label})")
     verdict = "PASS" if failed == 0 else "FAIL"
-    print(f"\nA/A: {verdict}: {held - failed} of {held} benchmarks >= 1 ms within "
-          f"{AA_MAX_DIFFERENCE:.0%}")
+    print(
+        f"\nA/A: {verdict}: {held - failed} of {held} benchmarks >= 1 ms within "
+        f"{AA_MAX_DIFFERENCE:.0%}"
+    )
     return 0 if failed == 0 else 1
 
 
@@ -135,10 +148,13 @@ def regressions(args) -> int:
     print(f"asv publish lists {len(entries)} regression(s):")
     for name, _graph, _params, _idx, last, best, jumps in entries:
         for before, after, old, new in jumps:
-            commits = (f"{revision_to_hash[str(before)][:8]}.." if before is not None else "") + \
-                revision_to_hash[str(after)][:8]
-            print(f"  {name}: {old:.4g} -> {new:.4g} ({new / old - 1:+.1%}) in {commits}; "
-                  f"latest {last:.4g}, best {best:.4g}")
+            commits = (
+                f"{revision_to_hash[str(before)][:8]}.." if before is not None else ""
+            ) + revision_to_hash[str(after)][:8]
+            print(
+                f"  {name}: {old:.4g} -> {new:.4g} ({new / old - 1:+.1%}) in {commits}; "
+                f"latest {last:.4g}, best {best:.4g}"
+            )
     return 0
 
 
@@ -157,10 +173,12 @@ def conditions(args) -> int:
         return 0
     clocks = [s["sm_clock_mhz"] for s in states if s.get("sm_clock_mhz") is not None]
     temps = [s["temperature_c"] for s in states if s.get("temperature_c") is not None]
-    print(f"{len(states)} benchmark processes: SM clock {min(clocks, default='?')}-"
-          f"{max(clocks, default='?')} MHz (max {states[0].get('max_sm_clock_mhz')}), "
-          f"temperature {min(temps, default='?')}-{max(temps, default='?')} C, "
-          f"throttled in {throttled}, other processes in {busy}")
+    print(
+        f"{len(states)} benchmark processes: SM clock {min(clocks, default='?')}-"
+        f"{max(clocks, default='?')} MHz (max {states[0].get('max_sm_clock_mhz')}), "
+        f"temperature {min(temps, default='?')}-{max(temps, default='?')} C, "
+        f"throttled in {throttled}, other processes in {busy}"
+    )
     return 0
 
 

@@ -38,24 +38,42 @@ from pathlib import Path
 # own, except stupidtable, whose npm package only exists as 1.1.3 (same API).
 VENDOR = {
     "https://code.jquery.com/jquery-3.3.1.min.js": ("jquery@3.3.1", "dist/jquery.min.js"),
-    "https://cdnjs.cloudflare.com/ajax/libs/flot/0.8.3/jquery.flot.min.js":
-        ("flot@0.8.3", "jquery.flot.js"),
-    "https://cdnjs.cloudflare.com/ajax/libs/flot/0.8.3/jquery.flot.time.min.js":
-        ("flot@0.8.3", "jquery.flot.time.js"),
-    "https://cdnjs.cloudflare.com/ajax/libs/flot/0.8.3/jquery.flot.selection.min.js":
-        ("flot@0.8.3", "jquery.flot.selection.js"),
-    "https://cdnjs.cloudflare.com/ajax/libs/flot/0.8.3/jquery.flot.categories.min.js":
-        ("flot@0.8.3", "jquery.flot.categories.js"),
-    "https://cdn.jsdelivr.net/npm/flot-orderbars@1.0.0/js/jquery.flot.orderBars.js":
-        ("flot-orderbars@1.0.0", "js/jquery.flot.orderBars.js"),
-    "https://cdn.jsdelivr.net/npm/bootstrap@3.1.1/dist/css/bootstrap.min.css":
-        ("bootstrap@3.1.1", "dist/css/bootstrap.min.css"),
-    "https://cdn.jsdelivr.net/npm/bootstrap@3.1.1/dist/js/bootstrap.min.js":
-        ("bootstrap@3.1.1", "dist/js/bootstrap.min.js"),
-    "https://cdnjs.cloudflare.com/ajax/libs/blueimp-md5/2.19.0/js/md5.min.js":
-        ("blueimp-md5@2.19.0", "js/md5.min.js"),
-    "https://cdnjs.cloudflare.com/ajax/libs/stupidtable/1.0.1/stupidtable.min.js":
-        ("stupid-table-plugin@1.1.3", "stupidtable.min.js"),
+    "https://cdnjs.cloudflare.com/ajax/libs/flot/0.8.3/jquery.flot.min.js": (
+        "flot@0.8.3",
+        "jquery.flot.js",
+    ),
+    "https://cdnjs.cloudflare.com/ajax/libs/flot/0.8.3/jquery.flot.time.min.js": (
+        "flot@0.8.3",
+        "jquery.flot.time.js",
+    ),
+    "https://cdnjs.cloudflare.com/ajax/libs/flot/0.8.3/jquery.flot.selection.min.js": (
+        "flot@0.8.3",
+        "jquery.flot.selection.js",
+    ),
+    "https://cdnjs.cloudflare.com/ajax/libs/flot/0.8.3/jquery.flot.categories.min.js": (
+        "flot@0.8.3",
+        "jquery.flot.categories.js",
+    ),
+    "https://cdn.jsdelivr.net/npm/flot-orderbars@1.0.0/js/jquery.flot.orderBars.js": (
+        "flot-orderbars@1.0.0",
+        "js/jquery.flot.orderBars.js",
+    ),
+    "https://cdn.jsdelivr.net/npm/bootstrap@3.1.1/dist/css/bootstrap.min.css": (
+        "bootstrap@3.1.1",
+        "dist/css/bootstrap.min.css",
+    ),
+    "https://cdn.jsdelivr.net/npm/bootstrap@3.1.1/dist/js/bootstrap.min.js": (
+        "bootstrap@3.1.1",
+        "dist/js/bootstrap.min.js",
+    ),
+    "https://cdnjs.cloudflare.com/ajax/libs/blueimp-md5/2.19.0/js/md5.min.js": (
+        "blueimp-md5@2.19.0",
+        "js/md5.min.js",
+    ),
+    "https://cdnjs.cloudflare.com/ajax/libs/stupidtable/1.0.1/stupidtable.min.js": (
+        "stupid-table-plugin@1.1.3",
+        "stupidtable.min.js",
+    ),
 }
 _CACHE_HOME = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
 DEFAULT_CACHE = _CACHE_HOME / "gemmbench-dashboard"
@@ -70,11 +88,17 @@ def npm_tarball(spec: str, cache: Path) -> Path:
     tarball = cache / f"{name}-{version}.tgz"
     if not tarball.exists():
         if shutil.which("npm") is None:
-            raise SystemExit("npm is needed once to fetch the dashboard's libraries "
-                             "(apt-get install npm)")
+            raise SystemExit(
+                "npm is needed once to fetch the dashboard's libraries (apt-get install npm)"
+            )
         cache.mkdir(parents=True, exist_ok=True)
-        subprocess.run(["npm", "pack", "--silent", spec], cwd=cache, check=True,
-                       capture_output=True, timeout=300)
+        subprocess.run(
+            ["npm", "pack", "--silent", spec],
+            cwd=cache,
+            check=True,
+            capture_output=True,
+            timeout=300,
+        )
     return tarball
 
 
@@ -147,22 +171,36 @@ class Chromium:
             os.dup2(high[1], 4)
 
         self.process = subprocess.Popen(
-            [find_chromium(), "--headless", "--no-sandbox", "--disable-gpu",
-             "--disable-dev-shm-usage", "--no-first-run", "--remote-debugging-pipe",
-             f"--user-data-dir={self._profile}", f"--window-size={width},{height}", "about:blank"],
-            pass_fds=(3, 4), preexec_fn=wire_fds,
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            [
+                find_chromium(),
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-dev-shm-usage",
+                "--no-first-run",
+                "--remote-debugging-pipe",
+                f"--user-data-dir={self._profile}",
+                f"--window-size={width},{height}",
+                "about:blank",
+            ],
+            pass_fds=(3, 4),
+            preexec_fn=wire_fds,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
         for fd in (to_browser_r, from_browser_w, *high):
             os.close(fd)
         self._buffer = b""
         self._next_id = 0
         target = self.call("Target.createTarget", {"url": "about:blank"})["targetId"]
-        self.session = self.call("Target.attachToTarget",
-                                 {"targetId": target, "flatten": True})["sessionId"]
-        self.call("Emulation.setDeviceMetricsOverride",
-                  {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False},
-                  session=True)
+        self.session = self.call("Target.attachToTarget", {"targetId": target, "flatten": True})[
+            "sessionId"
+        ]
+        self.call(
+            "Emulation.setDeviceMetricsOverride",
+            {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False},
+            session=True,
+        )
 
     def call(self, method: str, params: dict | None = None, session: bool = False) -> dict:
         self._next_id += 1
@@ -187,8 +225,9 @@ class Chromium:
                 return reply.get("result", {})
 
     def evaluate(self, expression: str):
-        result = self.call("Runtime.evaluate",
-                           {"expression": expression, "returnByValue": True}, session=True)
+        result = self.call(
+            "Runtime.evaluate", {"expression": expression, "returnByValue": True}, session=True
+        )
         return result.get("result", {}).get("value")
 
     def open(self, url: str) -> None:
@@ -233,8 +272,9 @@ _GRAPH_STATE = """(() => {
 
 def graph_url(base_url: str, benchmark: str, params: dict[str, str]) -> str:
     """The dashboard address of ``benchmark``'s graph with one value per parameter."""
-    query = "&".join(f"p-{urllib.parse.quote(k)}={urllib.parse.quote(repr(v))}"
-                     for k, v in params.items())
+    query = "&".join(
+        f"p-{urllib.parse.quote(k)}={urllib.parse.quote(repr(v))}" for k, v in params.items()
+    )
     return f"{base_url}#{benchmark}" + (f"?{query}" if query else "")
 
 
@@ -257,15 +297,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--html-dir", type=Path, default=Path(".asv/html"))
     parser.add_argument("--out", type=Path, default=Path("docs/dashboard.png"))
     parser.add_argument("--benchmark", default="bench_gemm.Gemm.time_gemm")
-    parser.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
-                        help="parameter value to show (default variant=coarsened, "
-                        "shape=4096x4096x4096)")
+    parser.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="parameter value to show (default variant=coarsened, shape=4096x4096x4096)",
+    )
     parser.add_argument("--width", type=int, default=1400)
     parser.add_argument("--height", type=int, default=900)
     args = parser.parse_args(argv)
 
     params = dict(p.split("=", 1) for p in args.param) or {
-        "variant": "coarsened", "shape": "4096x4096x4096"}
+        "variant": "coarsened",
+        "shape": "4096x4096x4096",
+    }
     if not (args.html_dir / "index.json").exists():
         print(f"{args.html_dir} holds no published site: run `asv publish` first", file=sys.stderr)
         return 2
@@ -280,8 +326,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {line['points']:3d} points  {line['label']}")
     print(f"dashboard: screenshot saved to {args.out}")
     if not any(s["points"] for s in series):
-        print(f"dashboard: the graph shows no point ({state.get('reason', 'unknown')})",
-              file=sys.stderr)
+        print(
+            f"dashboard: the graph shows no point ({state.get('reason', 'unknown')})",
+            file=sys.stderr,
+        )
         return 1
     return 0
 

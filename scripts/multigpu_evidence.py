@@ -33,9 +33,14 @@ def write_config(template: Path, out: Path, repo: Path, results: Path, html: Pat
     """asv's configuration with absolute paths into the throwaway repository and OUTDIR."""
     text = template.read_text(encoding="utf-8")
     conf = json.loads("\n".join(ln for ln in text.splitlines() if not ln.lstrip().startswith("//")))
-    conf.update(repo=str(repo), benchmark_dir=str(repo / "benchmarks"),
-                env_dir=str(out.parent / "asv-env"), results_dir=str(results), html_dir=str(html),
-                branches=[branch])
+    conf.update(
+        repo=str(repo),
+        benchmark_dir=str(repo / "benchmarks"),
+        env_dir=str(out.parent / "asv-env"),
+        results_dir=str(results),
+        html_dir=str(html),
+        branches=[branch],
+    )
     out.write_text(json.dumps(conf, indent=2), encoding="utf-8")
 
 
@@ -73,7 +78,9 @@ def series_values(document: dict) -> dict[str, float]:
     for name, raw in document.get("results", {}).items():
         row = dict(zip(columns, raw, strict=False))
         params = row.get("params") or []
-        combos = [f"{name}({', '.join(c)})" for c in itertools.product(*params)] if params else [name]
+        combos = (
+            [f"{name}({', '.join(c)})" for c in itertools.product(*params)] if params else [name]
+        )
         for combo, value in zip(combos, row.get("result") or [], strict=False):
             if isinstance(value, (int, float)) and not math.isnan(value):
                 values[combo] = float(value)
@@ -140,13 +147,20 @@ def summarize(out: Path, machine: str, last: str, commits: int, one_commits: int
         if run and run["exit"] == 0:
             rate[name] = count / run["wall_s"] * 3600
     speedup = rate["both"] / rate["one"] if len(rate) == 2 else None
-    checks["speedup"] = {"ok": speedup is not None and speedup >= MIN_SPEEDUP,
-                         "commits_per_hour": rate, "ratio": speedup, "runs": runs}
+    checks["speedup"] = {
+        "ok": speedup is not None and speedup >= MIN_SPEEDUP,
+        "commits_per_hour": rate,
+        "ratio": speedup,
+        "runs": runs,
+    }
 
     stored = result_documents(both_dir)
     problems = [f"{p.name}: {why}" for p, why in iter_problems(out / "results-both")]
-    checks["stored"] = {"ok": len(stored) == commits and not problems, "commits": len(stored),
-                        "problems": problems}
+    checks["stored"] = {
+        "ok": len(stored) == commits and not problems,
+        "commits": len(stored),
+        "problems": problems,
+    }
 
     homes = load_homes(both_dir)
     home_problems = check_homes(both_dir, homes)
@@ -155,8 +169,11 @@ def summarize(out: Path, machine: str, last: str, commits: int, one_commits: int
         if missing:
             home_problems.append(f"{sha[:8]}: {len(missing)} series not measured")
     per_gpu = {u: sum(1 for h in homes.values() if h == u) for u in sorted(set(homes.values()))}
-    checks["homes"] = {"ok": bool(homes) and len(per_gpu) >= 2 and not home_problems,
-                       "series_per_gpu": per_gpu, "problems": home_problems}
+    checks["homes"] = {
+        "ok": bool(homes) and len(per_gpu) >= 2 and not home_problems,
+        "series_per_gpu": per_gpu,
+        "problems": home_problems,
+    }
 
     # Reruns: the commits hold the same code, so each series' values over the commits are
     # reruns on its home GPU; the optional extra run of the last commit is a rerun proper.
@@ -178,12 +195,14 @@ def summarize(out: Path, machine: str, last: str, commits: int, one_commits: int
     judged = diffs or spread
     worst = max(judged.items(), key=lambda kv: kv[1], default=(None, None))
     worst_spread = max(spread.values(), default=None)
-    checks["rerun"] = {"ok": bool(judged) and worst[1] <= MAX_RERUN,
-                       "judged_on": "rerun of the last commit" if diffs else "same-code commits",
-                       "series": len(judged),
-                       "worst": {"series": worst[0], "difference": worst[1]},
-                       "worst_same_code_deviation_from_median": worst_spread,
-                       "over_0.5%": sorted(s for s, d in judged.items() if d > MAX_RERUN)}
+    checks["rerun"] = {
+        "ok": bool(judged) and worst[1] <= MAX_RERUN,
+        "judged_on": "rerun of the last commit" if diffs else "same-code commits",
+        "series": len(judged),
+        "worst": {"series": worst[0], "difference": worst[1]},
+        "worst_same_code_deviation_from_median": worst_spread,
+        "over_0.5%": sorted(s for s, d in judged.items() if d > MAX_RERUN),
+    }
 
     same_device = {}
     one_docs = result_documents(one_dir)
@@ -201,8 +220,11 @@ def summarize(out: Path, machine: str, last: str, commits: int, one_commits: int
 
     form_both = published_form(out / "html-both")
     form_one = published_form(out / "html-one")
-    checks["dashboard"] = {"ok": bool(form_both) and form_both == form_one,
-                           "both": form_both, "one": form_one}
+    checks["dashboard"] = {
+        "ok": bool(form_both) and form_both == form_one,
+        "both": form_both,
+        "one": form_one,
+    }
 
     gates = _jsonl(out / "gate-runs.jsonl")
     legs: dict[str, list[dict]] = {}
@@ -224,9 +246,12 @@ def summarize(out: Path, machine: str, last: str, commits: int, one_commits: int
         "spread plant": exits("spread plant") == [1],
         "replicate A/A": exits("replicate A/A") == [0, 0],
     }
-    checks["gate"] = {"ok": all(verdicts.values()), "verdicts": verdicts,
-                      "exits": {leg: exits(leg) for leg in legs},
-                      "wall_s": {leg: wall(leg) for leg in legs}}
+    checks["gate"] = {
+        "ok": all(verdicts.values()),
+        "verdicts": verdicts,
+        "exits": {leg: exits(leg) for leg in legs},
+        "wall_s": {leg: wall(leg) for leg in legs},
+    }
 
     ok = all(c["ok"] for c in checks.values())
     (out / "summary.json").write_text(json.dumps({"ok": ok, "checks": checks}, indent=2))
@@ -234,9 +259,13 @@ def summarize(out: Path, machine: str, last: str, commits: int, one_commits: int
     lines.append(f"- commits per hour: {rate} -> ratio {speedup} (need >= {MIN_SPEEDUP})")
     lines.append(f"- stored: {len(stored)} of {commits} commits; problems: {problems or 'none'}")
     lines.append(f"- homes: series per GPU {per_gpu}; problems: {home_problems or 'none'}")
-    lines.append(f"- reruns ({checks['rerun']['judged_on']}): {len(judged)} series, worst "
-                 f"{worst[1]} ({worst[0]}); same-code commits, worst {worst_spread}")
-    lines.append(f"- one GPU vs both, series homed on GPU 0: worst {checks['one_vs_both_same_gpu']['worst']}")
+    lines.append(
+        f"- reruns ({checks['rerun']['judged_on']}): {len(judged)} series, worst "
+        f"{worst[1]} ({worst[0]}); same-code commits, worst {worst_spread}"
+    )
+    lines.append(
+        f"- one GPU vs both, series homed on GPU 0: worst {checks['one_vs_both_same_gpu']['worst']}"
+    )
     lines.append(f"- dashboard form the same for both histories: {checks['dashboard']['ok']}")
     for leg in legs:
         lines.append(f"- gate {leg}: exits {exits(leg)}, wall {wall(leg)} s")

@@ -20,8 +20,14 @@ from gemmbench import timing  # noqa: E402
 def asv(*args: str, tmp_path: Path) -> subprocess.CompletedProcess:
     # asv hides PYTHONPATH from benchmark processes; ASV_PYTHONPATH shows them this checkout.
     env = dict(os.environ, HOME=str(tmp_path), ASV_PYTHONPATH=str(REPO_ROOT))
-    return subprocess.run([sys.executable, "-m", "asv", *args], cwd=REPO_ROOT, env=env,
-                          capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "asv", *args],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 def test_asv_check_passes_without_gpu(tmp_path):
@@ -87,8 +93,13 @@ class TestTables:
         assert {s.m for s in shapes if s.m == s.n == s.k} >= {1024, 2048, 4096}
         assert any(s.m >= 64 * s.n for s in shapes)
         assert any(s.k >= 8 * max(s.m, s.n) for s in shapes)
-        tiles = {c[key] for v in gemm.VARIANTS.values() for c in v.configs for key in c
-                 if key in ("BM", "BN", "TILE", "BLOCK_X")}
+        tiles = {
+            c[key]
+            for v in gemm.VARIANTS.values()
+            for c in v.configs
+            for key in c
+            if key in ("BM", "BN", "TILE", "BLOCK_X")
+        }
         assert any(all(s.m % t == 1 for t in tiles) for s in shapes)
 
     def test_harness_comes_from_the_checkout(self):

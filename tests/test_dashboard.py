@@ -36,8 +36,13 @@ def published(tmp_path_factory):
     shas = generate.make_repo(repo)
     shutil.copy(REPO_ROOT / "asv.conf.json", repo / "asv.conf.json")
     shutil.copytree(FIXTURE / "results", repo / ".asv" / "results")
-    subprocess.run([sys.executable, "-m", "asv", "publish"], cwd=repo, check=True,
-                   capture_output=True, text=True)
+    subprocess.run(
+        [sys.executable, "-m", "asv", "publish"],
+        cwd=repo,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     return {"repo": repo, "html": repo / ".asv" / "html", "shas": shas}
 
 
@@ -46,15 +51,20 @@ class TestPublish:
 
     def test_fixture_commits_are_reproducible(self, published):
         """The rebuilt repo has the commit hashes the fixture results name."""
-        stored = {json.loads(p.read_text())["commit_hash"]
-                  for p in (FIXTURE / "results" / generate.MACHINE).glob("*-*.json")}
+        stored = {
+            json.loads(p.read_text())["commit_hash"]
+            for p in (FIXTURE / "results" / generate.MACHINE).glob("*-*.json")
+        }
         assert stored == set(published["shas"])
 
     def test_one_point_per_commit(self, published):
         """The machine's time_gemm graph holds, for every commit, a value per parameter pair,
         and the GPU identity is part of the graph's key (a new GPU gets new graphs)."""
-        graphs = [p for p in (published["html"] / "graphs").rglob("bench_gemm.Gemm.time_gemm.json")
-                  if "summary" not in p.parts]
+        graphs = [
+            p
+            for p in (published["html"] / "graphs").rglob("bench_gemm.Gemm.time_gemm.json")
+            if "summary" not in p.parts
+        ]
         assert len(graphs) == 1
         assert "gpu_model-NVIDIA H200" in str(graphs[0])
         points = json.loads(graphs[0].read_text())
@@ -80,8 +90,10 @@ def _browser_missing() -> str | None:
         dashboard.find_chromium()
     except FileNotFoundError:
         return "needs Chromium: apt-get install chromium"
-    vendored = all(dashboard.DEFAULT_CACHE.joinpath(f"{spec.replace('@', '-')}.tgz").exists()
-                   for spec, _ in dashboard.VENDOR.values())
+    vendored = all(
+        dashboard.DEFAULT_CACHE.joinpath(f"{spec.replace('@', '-')}.tgz").exists()
+        for spec, _ in dashboard.VENDOR.values()
+    )
     if not vendored and shutil.which("npm") is None:
         return "needs npm once, for the dashboard's libraries: apt-get install npm"
     return None
@@ -102,9 +114,13 @@ class TestBrowser:
         html = published["html"]
         assert dashboard.localize(html) >= len(dashboard.VENDOR) - 1
         assert not re.search(r'src="https://', (html / "index.html").read_text())
-        preview = subprocess.Popen([sys.executable, "-m", "asv", "preview"],
-                                   cwd=published["repo"], stdout=subprocess.PIPE,
-                                   stderr=subprocess.STDOUT, text=True)
+        preview = subprocess.Popen(
+            [sys.executable, "-m", "asv", "preview"],
+            cwd=published["repo"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
         try:
             base = None
             for line in preview.stdout:
@@ -113,8 +129,11 @@ class TestBrowser:
                     base = found[1]
                     break
             assert base, "asv preview did not start serving"
-            url = dashboard.graph_url(base, "bench_gemm.Gemm.time_gemm",
-                                      {"variant": "coarsened", "shape": "4096x4096x4096"})
+            url = dashboard.graph_url(
+                base,
+                "bench_gemm.Gemm.time_gemm",
+                {"variant": "coarsened", "shape": "4096x4096x4096"},
+            )
             with dashboard.Chromium() as browser:
                 state = dashboard.wait_for_graph(browser, url)
                 shot = tmp_path / "graph.png"

@@ -86,8 +86,14 @@ class TestSpreadEndToEnd:
     def test_unknown_gpu_is_usage(self, repo):
         """--gpus naming a GPU the host lacks exits 2 in one line, measuring nothing."""
         base = repo.git("rev-parse", "HEAD")
-        done = subprocess.run(repo.gate_command(base, base, "--gpus", "5"), cwd=HARNESS_ROOT,
-                              env=repo.env, capture_output=True, text=True, timeout=60)
+        done = subprocess.run(
+            repo.gate_command(base, base, "--gpus", "5"),
+            cwd=HARNESS_ROOT,
+            env=repo.env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1
         assert "0=GPU-fake" in done.stderr
         assert not (repo.tmp / "gate.json").exists()
@@ -96,12 +102,18 @@ class TestSpreadEndToEnd:
     def test_interrupt_cleans_up(self, repo, signum, code):
         """Ctrl-C or SIGTERM mid-run stops every GPU's gate, each removing its worktrees."""
         head = repo.commit("slow", MEASURED.replace("SLEEP = 0.0", "SLEEP = 0.05"))
-        proc = subprocess.Popen(repo.gate_command(head, head, "--rounds", "50", "--gpus", "all"),
-                                cwd=HARNESS_ROOT, env=repo.env, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(
+            repo.gate_command(head, head, "--rounds", "50", "--gpus", "all"),
+            cwd=HARNESS_ROOT,
+            env=repo.env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         lines: queue.Queue = queue.Queue()
-        threading.Thread(target=lambda: [lines.put(line) for line in proc.stderr],
-                         daemon=True).start()
+        threading.Thread(
+            target=lambda: [lines.put(line) for line in proc.stderr], daemon=True
+        ).start()
         deadline = time.monotonic() + 60
         started = 0
         while started < 2:  # both gates are measuring

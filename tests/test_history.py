@@ -61,7 +61,7 @@ def time_work():
 '''
 # Declared as the project's own is: `license = "MIT"` needs setuptools >= 77 in the measured
 # interpreter, as installing any commit of this repository does.
-PYPROJECT = '''\
+PYPROJECT = """\
 [build-system]
 requires = ["setuptools>=77"]
 build-backend = "setuptools.build_meta"
@@ -73,19 +73,26 @@ license = "MIT"
 
 [tool.setuptools]
 packages = ["tinypkg"]
-'''
+"""
 
 
 def git(repo: Path, *args: str) -> str:
-    env = dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@example.invalid",
-               GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@example.invalid")
-    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True,
-                          text=True, env=env).stdout.strip()
+    env = dict(
+        os.environ,
+        GIT_AUTHOR_NAME="t",
+        GIT_AUTHOR_EMAIL="t@example.invalid",
+        GIT_COMMITTER_NAME="t",
+        GIT_COMMITTER_EMAIL="t@example.invalid",
+    )
+    return subprocess.run(
+        ["git", "-C", str(repo), *args], check=True, capture_output=True, text=True, env=env
+    ).stdout.strip()
 
 
 def write_package(repo: Path, marker: int, work: float) -> None:
     (repo / "tinypkg").mkdir(exist_ok=True)
-    (repo / "tinypkg" / "__init__.py").write_text(textwrap.dedent(f'''\
+    (repo / "tinypkg" / "__init__.py").write_text(
+        textwrap.dedent(f'''\
         """Commit {marker} of the tiny package."""
         import time
 
@@ -96,7 +103,8 @@ def write_package(repo: Path, marker: int, work: float) -> None:
 
         def work():
             time.sleep(WORK)
-        '''))
+        ''')
+    )
 
 
 def see_packages_of_this_interpreter(venv: Path) -> None:
@@ -117,8 +125,12 @@ def block_asv_runner(venv: Path) -> None:
     (site_dir / "asv_runner" / "__init__.py").write_text(
         'raise ImportError("this interpreter has no asv_runner of its own (test fixture)")\n'
     )
-    probe = subprocess.run([venv / "bin" / "python", "-c", "import asv_runner"],
-                           capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=""))
+    probe = subprocess.run(
+        [venv / "bin" / "python", "-c", "import asv_runner"],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=""),
+    )
     assert probe.returncode != 0 and "no asv_runner of its own" in probe.stderr
 
 
@@ -151,15 +163,32 @@ def project(tmp_path_factory):
     home = root / "home"
     home.mkdir()
     env = dict(os.environ, HOME=str(home), PYTHONPATH=str(REPO_ROOT))
-    subprocess.run([sys.executable, "-m", "asv", "machine", "--machine", MACHINE, "--yes"],
-                   cwd=repo, env=env, check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "asv", "machine", "--machine", MACHINE, "--yes"],
+        cwd=repo,
+        env=env,
+        check=True,
+        capture_output=True,
+    )
     return {"repo": repo, "shas": shas, "python": str(python), "env": env}
 
 
 def history_command(project, *extra: str) -> list[str]:
     base = project["shas"][0]
-    return [sys.executable, "-m", "gemmbench", "history", f"{base}..main", "--machine", MACHINE,
-            "--python", project["python"], "--package", "tinypkg", *extra]
+    return [
+        sys.executable,
+        "-m",
+        "gemmbench",
+        "history",
+        f"{base}..main",
+        "--machine",
+        MACHINE,
+        "--python",
+        project["python"],
+        "--package",
+        "tinypkg",
+        *extra,
+    ]
 
 
 def result_file(project, sha: str) -> Path | None:
@@ -199,8 +228,14 @@ class TestOfflineHistory:
         package_shas = shas[1:]
 
         # 1. Interrupt while the second commit is being measured.
-        process = subprocess.Popen(history_command(project), cwd=repo, env=env,
-                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        process = subprocess.Popen(
+            history_command(project),
+            cwd=repo,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
         seen = []
         for line in process.stdout:
             seen.append(line)
@@ -218,8 +253,9 @@ class TestOfflineHistory:
         first_bytes = first.read_bytes()
 
         # 2. Resume: the stored commit is skipped and left as it was, the others are measured.
-        done = subprocess.run(history_command(project), cwd=repo, env=env, capture_output=True,
-                              text=True, timeout=600)
+        done = subprocess.run(
+            history_command(project), cwd=repo, env=env, capture_output=True, text=True, timeout=600
+        )
         assert done.returncode == 0, done.stdout + done.stderr
         assert f"[1/4] {package_shas[0][:8]}" in done.stdout
         assert "already stored, skipped" in done.stdout.splitlines()[1]
@@ -236,17 +272,27 @@ class TestOfflineHistory:
             assert "site-packages" in code[-1]["package_dir"]
 
         # 4. A third run finds everything stored and measures nothing.
-        again = subprocess.run(history_command(project), cwd=repo, env=env, capture_output=True,
-                               text=True, timeout=120)
+        again = subprocess.run(
+            history_command(project), cwd=repo, env=env, capture_output=True, text=True, timeout=120
+        )
         assert again.returncode == 0 and again.stdout.count("already stored, skipped") == 4
 
         # 5. Stored results are valid, and publish lists the 4x slower commit as a regression.
-        check = subprocess.run([sys.executable, "-m", "gemmbench", "check-results",
-                                "--machine", MACHINE], cwd=repo, env=env, capture_output=True,
-                               text=True)
+        check = subprocess.run(
+            [sys.executable, "-m", "gemmbench", "check-results", "--machine", MACHINE],
+            cwd=repo,
+            env=env,
+            capture_output=True,
+            text=True,
+        )
         assert check.returncode == 0, check.stderr
-        subprocess.run([sys.executable, "-m", "asv", "publish"], cwd=repo, env=env, check=True,
-                       capture_output=True)
+        subprocess.run(
+            [sys.executable, "-m", "asv", "publish"],
+            cwd=repo,
+            env=env,
+            check=True,
+            capture_output=True,
+        )
         regressions = json.loads((repo / ".asv" / "html" / "regressions.json").read_text())
         names = {entry[0]: entry for entry in regressions["regressions"]}
         assert "bench_tiny.time_work" in names
@@ -260,7 +306,10 @@ class TestOfflineHistory:
 # The stand-in GPUs: UUIDs as nvidia-smi prints them. A benchmark process "runs on" the GPU whose
 # UUID history put in CUDA_VISIBLE_DEVICES, as a CUDA process does; track_device returns that
 # GPU's number, so each stored value says which device measured it.
-FAKE_UUIDS = ("GPU-fake0000-0000-0000-0000-000000000001", "GPU-fake0000-0000-0000-0000-000000000002")
+FAKE_UUIDS = (
+    "GPU-fake0000-0000-0000-0000-000000000001",
+    "GPU-fake0000-0000-0000-0000-000000000002",
+)
 FAKE_SMI = f"""#!/bin/sh
 # Stand-in for nvidia-smi on a two-GPU host: answers the index,uuid query as the real tool does
 # (one "index, uuid" line per GPU) and fails, as the real one does, for queries it cannot answer.
@@ -327,11 +376,20 @@ def sharded(tmp_path_factory):
     (bin_dir / "nvidia-smi").chmod(0o755)
     home = root / "home"
     home.mkdir()
-    env = dict(os.environ, HOME=str(home), PYTHONPATH=str(REPO_ROOT),
-               PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    env = dict(
+        os.environ,
+        HOME=str(home),
+        PYTHONPATH=str(REPO_ROOT),
+        PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+    )
     env.pop("CUDA_VISIBLE_DEVICES", None)
-    subprocess.run([sys.executable, "-m", "asv", "machine", "--machine", SHARDED_MACHINE, "--yes"],
-                   cwd=repo, env=env, check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "asv", "machine", "--machine", SHARDED_MACHINE, "--yes"],
+        cwd=repo,
+        env=env,
+        check=True,
+        capture_output=True,
+    )
     # What `gemmbench machine --gpus all` adds to asv's record (tests/test_machine.py runs it).
     machine_file = home / ".asv-machine.json"
     records = json.loads(machine_file.read_text())
@@ -341,9 +399,20 @@ def sharded(tmp_path_factory):
 
 
 def sharded_command(project, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "gemmbench", "history", f"{project['shas'][0]}..main",
-            "--machine", SHARDED_MACHINE, "--python", project["python"], "--package", "tinypkg",
-            *extra]
+    return [
+        sys.executable,
+        "-m",
+        "gemmbench",
+        "history",
+        f"{project['shas'][0]}..main",
+        "--machine",
+        SHARDED_MACHINE,
+        "--python",
+        project["python"],
+        "--package",
+        "tinypkg",
+        *extra,
+    ]
 
 
 class TestHistoryOnSeveralGpus:
@@ -356,12 +425,24 @@ class TestHistoryOnSeveralGpus:
             ([], f"GPU 1: {FAKE_UUIDS[1]} is recorded but not used"),
             (["--gpus", "1,0"], f"GPU 0: {FAKE_UUIDS[0]} -> {FAKE_UUIDS[1]}"),
         ):
-            done = subprocess.run(sharded_command(sharded, *extra), cwd=sharded["repo"],
-                                  env=sharded["env"], capture_output=True, text=True, timeout=120)
+            done = subprocess.run(
+                sharded_command(sharded, *extra),
+                cwd=sharded["repo"],
+                env=sharded["env"],
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
             assert done.returncode == history.EXIT_MISMATCH, done.stdout + done.stderr
             assert len(done.stderr.strip().splitlines()) == 1 and named in done.stderr
-        bad = subprocess.run(sharded_command(sharded, "--gpus", "5"), cwd=sharded["repo"],
-                             env=sharded["env"], capture_output=True, text=True, timeout=120)
+        bad = subprocess.run(
+            sharded_command(sharded, "--gpus", "5"),
+            cwd=sharded["repo"],
+            env=sharded["env"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert bad.returncode == history.EXIT_SETUP and "0=GPU-fake" in bad.stderr
         assert not (sharded["repo"] / ".asv" / "results" / SHARDED_MACHINE).exists()
 
@@ -371,8 +452,14 @@ class TestHistoryOnSeveralGpus:
         same for both commits; check-results and asv publish accept the merged files."""
         repo, shas, env = sharded["repo"], sharded["shas"], sharded["env"]
         results_dir = repo / ".asv" / "results"
-        process = subprocess.Popen(sharded_command(sharded, "--gpus", "all"), cwd=repo, env=env,
-                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        process = subprocess.Popen(
+            sharded_command(sharded, "--gpus", "all"),
+            cwd=repo,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
         seen = []
         for line in process.stdout:
             seen.append(line)
@@ -389,8 +476,14 @@ class TestHistoryOnSeveralGpus:
         assert not list((results_dir / SHARDED_MACHINE).glob("*.partial"))
         first_bytes = first[0].read_bytes()
 
-        done = subprocess.run(sharded_command(sharded, "--gpus", "all"), cwd=repo, env=env,
-                              capture_output=True, text=True, timeout=600)
+        done = subprocess.run(
+            sharded_command(sharded, "--gpus", "all"),
+            cwd=repo,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         assert done.returncode == 0, done.stdout + done.stderr
         assert "already stored, skipped" in done.stdout, done.stdout
         assert first[0].read_bytes() == first_bytes
@@ -406,15 +499,31 @@ class TestHistoryOnSeveralGpus:
             for combo, device in zip(row["params"][0], row["result"], strict=True):
                 home = homes[f"bench_tiny.track_device({combo})"]
                 assert device == FAKE_UUIDS.index(home) + 1, (sha[:8], combo, home)
-        again = subprocess.run(sharded_command(sharded, "--gpus", "all"), cwd=repo, env=env,
-                               capture_output=True, text=True, timeout=120)
+        again = subprocess.run(
+            sharded_command(sharded, "--gpus", "all"),
+            cwd=repo,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert again.returncode == 0 and again.stdout.count("already stored, skipped") == 2
         assert history.load_homes(results_dir, SHARDED_MACHINE) == homes
 
-        check = subprocess.run([sys.executable, "-m", "gemmbench", "check-results", "--machine",
-                                SHARDED_MACHINE], cwd=repo, env=env, capture_output=True, text=True)
+        check = subprocess.run(
+            [sys.executable, "-m", "gemmbench", "check-results", "--machine", SHARDED_MACHINE],
+            cwd=repo,
+            env=env,
+            capture_output=True,
+            text=True,
+        )
         assert check.returncode == 0, check.stdout + check.stderr
-        subprocess.run([sys.executable, "-m", "asv", "publish"], cwd=repo, env=env, check=True,
-                       capture_output=True)
+        subprocess.run(
+            [sys.executable, "-m", "asv", "publish"],
+            cwd=repo,
+            env=env,
+            check=True,
+            capture_output=True,
+        )
         graphs = list((repo / ".asv" / "html" / "graphs").rglob("bench_tiny.track_device.json"))
         assert graphs and all(len(json.loads(g.read_text())) == 2 for g in graphs)

@@ -21,8 +21,14 @@ A, B = "GPU-aaaa", "GPU-bbbb"
 
 def script(*args: str, **env: str) -> subprocess.CompletedProcess:
     full = {**os.environ, "GEMM_PYTHON": sys.executable, **env}
-    return subprocess.run(["bash", str(SCRIPT), *args], cwd=REPO_ROOT, env=full,
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        ["bash", str(SCRIPT), *args],
+        cwd=REPO_ROOT,
+        env=full,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 class TestArguments:
@@ -66,8 +72,20 @@ def test_dry_path_plans_every_step(tmp_path):
 def test_summarize_nothing_measured(tmp_path):
     """An OUTDIR where nothing ran is judged a failure, check by check, without a traceback."""
     (tmp_path / "results-both").mkdir()
-    status = multigpu_evidence.main(["summarize", str(tmp_path), "--machine", "mg", "--last",
-                                     "c" * 40, "--commits", "5", "--one-commits", "3"])
+    status = multigpu_evidence.main(
+        [
+            "summarize",
+            str(tmp_path),
+            "--machine",
+            "mg",
+            "--last",
+            "c" * 40,
+            "--commits",
+            "5",
+            "--one-commits",
+            "3",
+        ]
+    )
     assert status == 1
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert not summary["ok"] and not summary["checks"]["speedup"]["ok"]
@@ -93,10 +111,18 @@ class TestHomes:
             {"kind": "shard", "gpu_uuid": B, "series": [list(self.HOMES)[1]]},
         ]
         processes = [
-            {"gemm_file": "x", "variant": "naive", "shape": "4096x4096x4096",
-             "cuda_visible_devices": A},
-            {"gemm_file": "x", "variant": "tiled", "shape": "4096x4096x4096",
-             "cuda_visible_devices": device_for_tiled},
+            {
+                "gemm_file": "x",
+                "variant": "naive",
+                "shape": "4096x4096x4096",
+                "cuda_visible_devices": A,
+            },
+            {
+                "gemm_file": "x",
+                "variant": "tiled",
+                "shape": "4096x4096x4096",
+                "cuda_visible_devices": device_for_tiled,
+            },
         ]
         return shards + processes
 
@@ -116,7 +142,9 @@ class TestHomes:
         entries = self.entries(B)
         entries[1]["gpu_uuid"] = A
         write_log(tmp_path, "c" * 40, entries)
-        assert any("not their home" in p for p in multigpu_evidence.check_homes(tmp_path, self.HOMES))
+        assert any(
+            "not their home" in p for p in multigpu_evidence.check_homes(tmp_path, self.HOMES)
+        )
 
     def test_no_logs(self, tmp_path):
         """Without run logs nothing is proven."""
@@ -134,9 +162,16 @@ def write_results(folder: Path, machine: str, values: dict[str, list[float]]) ->
     (folder / "machine.json").write_text(json.dumps({"machine": machine, "version": 1}))
     for sha, row in values.items():
         document = {
-            "commit_hash": sha, "env_name": "existing-py", "date": 1, "python": "3.12",
-            "params": {"machine": machine, "python": "3.12"}, "requirements": {},
-            "env_vars": {}, "result_columns": COLUMNS, "durations": {}, "version": 2,
+            "commit_hash": sha,
+            "env_name": "existing-py",
+            "date": 1,
+            "python": "3.12",
+            "params": {"machine": machine, "python": "3.12"},
+            "requirements": {},
+            "env_vars": {},
+            "result_columns": COLUMNS,
+            "durations": {},
+            "version": 2,
             "results": {"bench_gemm.Gemm.time_gemm": [row, PARAMS, "v", 1, 1.0]},
         }
         (folder / f"{sha[:8]}-existing-py.json").write_text(json.dumps(document))
@@ -150,23 +185,43 @@ def passing_outdir(out: Path, values: dict[str, list[float]]) -> None:
     (both / "gpu-homes.tsv").write_text("".join(f"{u}\t{s}\n" for s, u in SERIES.items()))
     for sha in values:
         write_log(both, sha, TestHomes().entries(B))
-    runs = [{"history": "both", "exit": 0, "wall_s": 100.0},
-            {"history": "one", "exit": 0, "wall_s": 95.0}]
+    runs = [
+        {"history": "both", "exit": 0, "wall_s": 100.0},
+        {"history": "one", "exit": 0, "wall_s": 95.0},
+    ]
     (out / "history-runs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in runs))
     for html in ("html-both", "html-one"):
         (out / html / "graphs" / "m").mkdir(parents=True)
         (out / html / "index.json").write_text(json.dumps({"benchmarks": {"x": {}}}))
         points = [[1, [1.0, 2.0]], [2, [1.0, 2.0]]]
         (out / html / "graphs" / "m" / "x.json").write_text(json.dumps(points))
-    gates = [("one-GPU A/A", 0), ("one-GPU plant", 1), ("spread A/A", 0), ("spread plant", 1),
-             ("replicate A/A", 0), ("replicate A/A", 0)]
+    gates = [
+        ("one-GPU A/A", 0),
+        ("one-GPU plant", 1),
+        ("spread A/A", 0),
+        ("spread plant", 1),
+        ("replicate A/A", 0),
+        ("replicate A/A", 0),
+    ]
     lines = [{"leg": leg, "exit": code, "wall_s": 9.0} for leg, code in gates]
     (out / "gate-runs.jsonl").write_text("".join(json.dumps(g) + "\n" for g in lines))
 
 
 def summarize(out: Path) -> int:
-    return multigpu_evidence.main(["summarize", str(out), "--machine", "mg", "--last", "d" * 40,
-                                   "--commits", "2", "--one-commits", "1"])
+    return multigpu_evidence.main(
+        [
+            "summarize",
+            str(out),
+            "--machine",
+            "mg",
+            "--last",
+            "d" * 40,
+            "--commits",
+            "2",
+            "--one-commits",
+            "1",
+        ]
+    )
 
 
 class TestSummarize:
@@ -191,11 +246,16 @@ class TestSummarize:
     def test_slow_speedup_and_passing_plant_fail(self, tmp_path):
         """Under 1.8x, or a plant the spread gate lets through, fails its check."""
         passing_outdir(tmp_path, {"c" * 40: [1.0, 2.0], "d" * 40: [1.0, 2.0]})
-        runs = [{"history": "both", "exit": 0, "wall_s": 120.0},
-                {"history": "one", "exit": 0, "wall_s": 95.0}]
+        runs = [
+            {"history": "both", "exit": 0, "wall_s": 120.0},
+            {"history": "one", "exit": 0, "wall_s": 95.0},
+        ]
         (tmp_path / "history-runs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in runs))
-        gates = (tmp_path / "gate-runs.jsonl").read_text().replace(
-            '"spread plant", "exit": 1', '"spread plant", "exit": 0')
+        gates = (
+            (tmp_path / "gate-runs.jsonl")
+            .read_text()
+            .replace('"spread plant", "exit": 1', '"spread plant", "exit": 0')
+        )
         (tmp_path / "gate-runs.jsonl").write_text(gates)
         assert summarize(tmp_path) == 1
         checks = json.loads((tmp_path / "summary.json").read_text())["checks"]

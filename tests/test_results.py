@@ -60,8 +60,12 @@ class TestCorrupt:
         """Without machine.json asv drops the whole machine: reported."""
         (results_dir / MACHINE / "machine.json").unlink()
         problems = list(results.iter_problems(results_dir))
-        assert problems == [(results_dir / MACHINE / "machine.json",
-                             "missing: asv skips every result of this machine without it")]
+        assert problems == [
+            (
+                results_dir / MACHINE / "machine.json",
+                "missing: asv skips every result of this machine without it",
+            )
+        ]
 
     def test_machine_name_mismatch(self, results_dir):
         """machine.json naming another machine than its folder is reported."""

@@ -60,8 +60,9 @@ class TestAsvRunnerWithDeviceClock:
 
         clock = timing.DeviceClock()
         suite = _Suite(clock)
-        benchmark = TimeBenchmark("_Suite.time_launch", suite.time_launch,
-                                  [suite.time_launch, suite])
+        benchmark = TimeBenchmark(
+            "_Suite.time_launch", suite.time_launch, [suite.time_launch, suite]
+        )
         assert not benchmark.do_setup()
         result = benchmark.run()
         assert result["number"] == 1
@@ -98,27 +99,67 @@ def test_asv_records_device_samples(tmp_path):
     (repo / "benchmarks").mkdir(parents=True)
     (repo / "benchmarks" / "__init__.py").write_text("")
     (repo / "benchmarks" / "bench_fake.py").write_text(SUITE)
-    (repo / "asv.conf.json").write_text(json.dumps({
-        "version": 1, "project": "fake", "repo": ".", "branches": ["main"],
-        "environment_type": "virtualenv", "results_dir": "results", "html_dir": "html",
-        "launch_method": "spawn"}))
-    env = dict(os.environ, HOME=str(tmp_path), GIT_AUTHOR_NAME="t", GIT_COMMITTER_NAME="t",
-               GIT_AUTHOR_EMAIL="t@example.invalid", GIT_COMMITTER_EMAIL="t@example.invalid",
-               ASV_PYTHONPATH=str(REPO_ROOT))
-    for command in (["git", "init", "-q", "-b", "main"], ["git", "add", "."],
-                    ["git", "commit", "-qm", "fake"]):
+    (repo / "asv.conf.json").write_text(
+        json.dumps(
+            {
+                "version": 1,
+                "project": "fake",
+                "repo": ".",
+                "branches": ["main"],
+                "environment_type": "virtualenv",
+                "results_dir": "results",
+                "html_dir": "html",
+                "launch_method": "spawn",
+            }
+        )
+    )
+    env = dict(
+        os.environ,
+        HOME=str(tmp_path),
+        GIT_AUTHOR_NAME="t",
+        GIT_COMMITTER_NAME="t",
+        GIT_AUTHOR_EMAIL="t@example.invalid",
+        GIT_COMMITTER_EMAIL="t@example.invalid",
+        ASV_PYTHONPATH=str(REPO_ROOT),
+    )
+    for command in (
+        ["git", "init", "-q", "-b", "main"],
+        ["git", "add", "."],
+        ["git", "commit", "-qm", "fake"],
+    ):
         subprocess.run(command, cwd=repo, env=env, check=True)
-    subprocess.run([sys.executable, "-m", "asv", "machine", "--machine", "cpu", "--yes"],
-                   cwd=repo, env=env, check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "asv", "machine", "--machine", "cpu", "--yes"],
+        cwd=repo,
+        env=env,
+        check=True,
+        capture_output=True,
+    )
     done = subprocess.run(
-        [sys.executable, "-m", "asv", "run", "-E", f"existing:{sys.executable}",
-         "--set-commit-hash", "HEAD", "--machine", "cpu", "--record-samples"],
-        cwd=repo, env=env, capture_output=True, text=True)
+        [
+            sys.executable,
+            "-m",
+            "asv",
+            "run",
+            "-E",
+            f"existing:{sys.executable}",
+            "--set-commit-hash",
+            "HEAD",
+            "--machine",
+            "cpu",
+            "--record-samples",
+        ],
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     (stored,) = [p for p in (repo / "results" / "cpu").glob("*.json") if p.name != "machine.json"]
     data = json.loads(stored.read_text())
-    row = dict(zip(data["result_columns"], data["results"]["bench_fake.Fake.time_fake"],
-                   strict=False))
+    row = dict(
+        zip(data["result_columns"], data["results"]["bench_fake.Fake.time_fake"], strict=False)
+    )
     assert row["result"] == [pytest.approx(0.001), pytest.approx(0.002)]
     # Two rounds (processes) of five samples each, pooled by asv.
     assert [len(s) for s in row["samples"]] == [10, 10]
