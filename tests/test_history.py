@@ -134,22 +134,21 @@ def block_asv_runner(venv: Path) -> None:
     assert probe.returncode != 0 and "no asv_runner of its own" in probe.stderr
 
 
-@pytest.fixture(scope="module")
-def project(tmp_path_factory):
-    """A git repo with a base commit and four package commits, an asv machine, and the
-    interpreter to measure: a venv that sees this one's packages but has no asv_runner."""
-    root = tmp_path_factory.mktemp("history")
+def make_project(root, benchmarks: str, base_message: str, versions) -> tuple:
+    """A git repo under ROOT: asv's config, BENCHMARKS, a base commit, then one commit per
+    (marker, work) of VERSIONS; and a venv without pip that sees this interpreter's packages.
+    Returns (repo, shas oldest first, venv)."""
     repo = root / "repo"
     (repo / "benchmarks").mkdir(parents=True)
     git(repo, "init", "-q", "-b", "main")
     (repo / "asv.conf.json").write_text(json.dumps(ASV_CONF, indent=2))
     (repo / "benchmarks" / "__init__.py").write_text("")
-    (repo / "benchmarks" / "bench_tiny.py").write_text(BENCHMARKS)
+    (repo / "benchmarks" / "bench_tiny.py").write_text(benchmarks)
     (repo / "pyproject.toml").write_text(PYPROJECT)
     (repo / ".gitignore").write_text(".asv/\nbuild/\n*.egg-info/\n")
     git(repo, "add", ".")
-    git(repo, "commit", "-qm", "base: suite without the package")
-    for marker, work in COMMITS:
+    git(repo, "commit", "-qm", base_message)
+    for marker, work in versions:
         write_package(repo, marker, work)
         git(repo, "add", ".")
         git(repo, "commit", "-qm", f"package version {marker}")
@@ -158,6 +157,15 @@ def project(tmp_path_factory):
     # Without pip: Python 3.11's venv would also bring setuptools 65.5, which shadows ours.
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     see_packages_of_this_interpreter(venv)
+    return repo, shas, venv
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory):
+    """A git repo with a base commit and four package commits, an asv machine, and the
+    interpreter to measure: a venv that sees this one's packages but has no asv_runner."""
+    root = tmp_path_factory.mktemp("history")
+    repo, shas, venv = make_project(root, BENCHMARKS, "base: suite without the package", COMMITS)
     block_asv_runner(venv)
     python = venv / "bin" / "python"
     home = root / "home"
@@ -352,24 +360,8 @@ def sharded(tmp_path_factory):
     """A repo with a parameterized suite and two package commits (the second pauses), a machine
     recorded with two GPU UUIDs, and a stand-in nvidia-smi listing those two GPUs."""
     root = tmp_path_factory.mktemp("sharded")
-    repo = root / "repo"
-    (repo / "benchmarks").mkdir(parents=True)
-    git(repo, "init", "-q", "-b", "main")
-    (repo / "asv.conf.json").write_text(json.dumps(ASV_CONF, indent=2))
-    (repo / "benchmarks" / "__init__.py").write_text("")
-    (repo / "benchmarks" / "bench_tiny.py").write_text(SHARDED_BENCHMARKS)
-    (repo / "pyproject.toml").write_text(PYPROJECT)
-    (repo / ".gitignore").write_text(".asv/\nbuild/\n*.egg-info/\n")
-    git(repo, "add", ".")
-    git(repo, "commit", "-qm", "base")
-    for marker in (1, PAUSED_MARKER):
-        write_package(repo, marker, 0.001)
-        git(repo, "add", ".")
-        git(repo, "commit", "-qm", f"package version {marker}")
-    shas = git(repo, "rev-list", "--reverse", "HEAD").split()
-    venv = root / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-    see_packages_of_this_interpreter(venv)
+    versions = [(1, 0.001), (PAUSED_MARKER, 0.001)]
+    repo, shas, venv = make_project(root, SHARDED_BENCHMARKS, "base", versions)
     bin_dir = root / "bin"
     bin_dir.mkdir()
     (bin_dir / "nvidia-smi").write_text(FAKE_SMI)
