@@ -181,6 +181,23 @@ def project(tmp_path_factory):
     return {"repo": repo, "shas": shas, "python": str(python), "env": env}
 
 
+def interrupt_history(command, repo, env, marker: str, needle: str) -> tuple[int, str]:
+    """Run history, send SIGINT 2 s after a line that starts with MARKER and holds NEEDLE (the
+    paused benchmark is then running); return its exit code and all its output."""
+    process = subprocess.Popen(
+        command, cwd=repo, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    seen = []
+    for line in process.stdout:
+        seen.append(line)
+        if line.startswith(marker) and needle in line:
+            time.sleep(2.0)  # the paused benchmark takes 10 s
+            process.send_signal(signal.SIGINT)
+            break
+    rest, _ = process.communicate(timeout=120)
+    return process.returncode, "".join(seen) + rest
+
+
 def history_command(project, *extra: str) -> list[str]:
     base = project["shas"][0]
     return [
@@ -236,24 +253,10 @@ class TestOfflineHistory:
         package_shas = shas[1:]
 
         # 1. Interrupt while the second commit is being measured.
-        process = subprocess.Popen(
-            history_command(project),
-            cwd=repo,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
+        code, output = interrupt_history(
+            history_command(project), repo, env, "history: [2/4]", "measuring"
         )
-        seen = []
-        for line in process.stdout:
-            seen.append(line)
-            if line.startswith("history: [2/4]") and "measuring" in line:
-                time.sleep(2.0)  # asv is running: the paused benchmark takes 10 s
-                process.send_signal(signal.SIGINT)
-                break
-        rest, _ = process.communicate(timeout=120)
-        output = "".join(seen) + rest
-        assert process.returncode == history.EXIT_INTERRUPTED, output
+        assert code == history.EXIT_INTERRUPTED, output
         assert "resumes with the first commit not stored" in output
         first = result_file(project, package_shas[0])
         assert first is not None and not results.check_result_file(first, MACHINE)
@@ -444,24 +447,11 @@ class TestHistoryOnSeveralGpus:
         same for both commits; check-results and asv publish accept the merged files."""
         repo, shas, env = sharded["repo"], sharded["shas"], sharded["env"]
         results_dir = repo / ".asv" / "results"
-        process = subprocess.Popen(
-            sharded_command(sharded, "--gpus", "all"),
-            cwd=repo,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
+        # Both asv runs are going when the line comes; the paused track takes 10 s.
+        code, output = interrupt_history(
+            sharded_command(sharded, "--gpus", "all"), repo, env, "history: [2/2]", "GPUs at once"
         )
-        seen = []
-        for line in process.stdout:
-            seen.append(line)
-            if line.startswith("history: [2/2]") and "GPUs at once" in line:
-                time.sleep(2.0)  # both asv runs are going; the paused track takes 10 s
-                process.send_signal(signal.SIGINT)
-                break
-        rest, _ = process.communicate(timeout=120)
-        output = "".join(seen) + rest
-        assert process.returncode == history.EXIT_INTERRUPTED, output
+        assert code == history.EXIT_INTERRUPTED, output
         first = history.stored_result_files(results_dir, SHARDED_MACHINE, shas[1], True)
         assert len(first) == 1 and not results.check_result_file(first[0], SHARDED_MACHINE)
         assert not history.stored_result_files(results_dir, SHARDED_MACHINE, shas[2], True)
