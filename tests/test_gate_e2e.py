@@ -256,21 +256,7 @@ class TestGateEndToEnd:
     def test_interrupt_cleans_up(self, repo, signum, code):
         """Ctrl-C or SIGTERM mid-run removes both worktrees and stops both workers."""
         head = repo.commit("slow", MEASURED.replace("SLEEP = 0.0", "SLEEP = 0.05"))
-        proc = subprocess.Popen(
-            repo.gate_command(head, head, "--rounds", "50"),
-            cwd=HARNESS_ROOT,
-            env=repo.env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        lines: queue.Queue = queue.Queue()
-        threading.Thread(
-            target=lambda: [lines.put(line) for line in proc.stderr], daemon=True
-        ).start()
-        deadline = time.monotonic() + 60
-        while "round 1/50" not in lines.get(timeout=max(0.1, deadline - time.monotonic())):
-            pass
+        proc = start_measuring(repo, repo.gate_command(head, head, "--rounds", "50"))
         proc.send_signal(signum)
         assert proc.wait(timeout=30) == code
         result = json.loads((repo.tmp / "gate.json").read_text())
@@ -279,6 +265,25 @@ class TestGateEndToEnd:
             with pytest.raises(ProcessLookupError):
                 os.kill(worker["pid"], 0)
         repo.assert_clean()
+
+
+def start_measuring(repo, command: list[str], gates: int = 1) -> subprocess.Popen:
+    """Start a gate of --rounds 50 and return once GATES gates have begun their first round."""
+    proc = subprocess.Popen(
+        command,
+        cwd=HARNESS_ROOT,
+        env=repo.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    lines: queue.Queue = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line) for line in proc.stderr], daemon=True).start()
+    deadline = time.monotonic() + 60
+    started = 0
+    while started < gates:
+        started += "round 1/50" in lines.get(timeout=max(0.1, deadline - time.monotonic()))
+    return proc
 
 
 # What a pull request could write to judge itself: every module of the gate rewritten to pass.

@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import os
-import queue
 import signal
 import subprocess
-import threading
-import time
 
 import pytest
-from test_gate_e2e import HARNESS_ROOT, MEASURED, Repo
+from test_gate_e2e import HARNESS_ROOT, MEASURED, Repo, start_measuring
 
 from gemmbench import gate_gpus
 
@@ -102,22 +99,8 @@ class TestSpreadEndToEnd:
     def test_interrupt_cleans_up(self, repo, signum, code):
         """Ctrl-C or SIGTERM mid-run stops every GPU's gate, each removing its worktrees."""
         head = repo.commit("slow", MEASURED.replace("SLEEP = 0.0", "SLEEP = 0.05"))
-        proc = subprocess.Popen(
-            repo.gate_command(head, head, "--rounds", "50", "--gpus", "all"),
-            cwd=HARNESS_ROOT,
-            env=repo.env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        lines: queue.Queue = queue.Queue()
-        threading.Thread(
-            target=lambda: [lines.put(line) for line in proc.stderr], daemon=True
-        ).start()
-        deadline = time.monotonic() + 60
-        started = 0
-        while started < 2:  # both gates are measuring
-            started += "round 1/50" in lines.get(timeout=max(0.1, deadline - time.monotonic()))
+        command = repo.gate_command(head, head, "--rounds", "50", "--gpus", "all")
+        proc = start_measuring(repo, command, gates=2)  # both GPUs' gates are measuring
         proc.send_signal(signum)
         assert proc.wait(timeout=60) == code
         repo.assert_clean()
