@@ -6,6 +6,7 @@
 # real run of that benchmark) and by the gate, with their agreement.
 # Usage: scripts/measure-evidence.sh OUTDIR
 #   env: RUNS=20, CAL_RUNS=10, BUDGET_S=330 (no new gate run starts after it), MACHINE=NAME,
+#        CANDIDATES="CYCLES ..." (the planted delays to try),
 #        DRY_RUN=1 (CPU: make the throwaway repository and the plants, print every command, stop)
 # OUTDIR gets summary.md/json, thresholds.toml (as calibrated), calibrate.txt/json, runs.jsonl,
 # candidates.jsonl, report.json/txt, asv-results/, asv.txt, gate-logs.txt.
@@ -43,9 +44,13 @@ machine=${MACHINE:-measure-evidence}
 # Two cases measure what the plant touches; the gate adds the cuBLAS canary. Fewer rounds per run
 # rather than fewer runs if the budget is short: 7 is the fewest that still tolerate one bad round.
 cases=coarsened-4096,coarsened-2048
-# Planted delays in device cycles a block (scripts/slowdown.py delay): on the H200, about 1% of
-# coarsened 4096³ per 16k cycles. The K-step planter cannot go below ~8% there (its own cost).
-candidates="12000 16000 20000 24000 28000 32000 36000 40000 48000 64000"
+# Planted delays in device cycles a block (scripts/slowdown.py delay). What a delay costs varies
+# between machines of the same kind (a block's spin overlaps the other resident block's work): on
+# one H200 32k cycles measured +1.86%, on another +0.96% and 64k +1.76%. So the range is wide and
+# the measurement picks. The K-step planter cannot go below ~8% there (its own cost).
+candidates=${CANDIDATES:-"16000 24000 32000 48000 64000 80000 96000 128000 160000 192000"}
+for c in $candidates; do positive CANDIDATES "$c"; done
+[[ -n ${candidates// /} ]] || { echo "measure-evidence: CANDIDATES is empty; give delays in cycles" >&2; exit 2; }
 
 banner() { printf '\n=== %s (%s, %d s)\n' "$1" "$(date -u +%H:%M:%S)" $((SECONDS - started)); }
 run() { if [[ $dry == 1 ]]; then echo "+ $*"; return 0; fi; "$@"; }
