@@ -31,7 +31,8 @@ if [[ ${1:-} == --dry-run ]]; then dry=1; shift; fi
 positive() { [[ $2 =~ ^[1-9][0-9]*$ ]] || { echo "multigpu-evidence: $1=$2 is not a positive whole number" >&2; exit 2; }; }
 commits=${COMMITS:-5}; one_commits=${ONE_GPU_COMMITS:-2}; rounds=${ROUNDS:-2}
 plant=${PLANT:-80000}; budget=${BUDGET_S:-470}; machine=${MACHINE:-mg}
-bench=${BENCH:-Gemm\.time_gemm\(}
+default_bench='Gemm\.time_gemm\('  # a regular expression: the dot and the bracket escaped
+bench=${BENCH:-$default_bench}
 positive COMMITS "$commits"; positive ONE_GPU_COMMITS "$one_commits"; positive ROUNDS "$rounds"
 positive PLANT "$plant"; positive BUDGET_S "$budget"
 ((one_commits <= commits)) || { echo "multigpu-evidence: ONE_GPU_COMMITS must not exceed COMMITS" >&2; exit 2; }

@@ -155,7 +155,10 @@ def summarize(out: Path, machine: str, last: str, commits: int, one_commits: int
     }
 
     stored = result_documents(both_dir)
-    problems = [f"{p.name}: {why}" for p, why in iter_problems(out / "results-both")]
+    if (out / "results-both").is_dir():
+        problems = [f"{p.name}: {why}" for p, why in iter_problems(out / "results-both")]
+    else:
+        problems = ["no results: the history on both GPUs stored nothing"]
     checks["stored"] = {
         "ok": len(stored) == commits and not problems,
         "commits": len(stored),

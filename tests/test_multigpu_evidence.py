@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -62,6 +63,8 @@ def test_dry_path_plans_every_step(tmp_path):
     histories = [line for line in out.splitlines() if "-m gemmbench history" in line]
     assert len(histories) == 3
     assert histories[0].endswith("--gpus all") and "--gpus" not in histories[1]
+    for history in histories:  # the default --bench must be a regular expression history accepts
+        re.compile(history.split(" --bench ")[1].split(" ")[0])
     gates = [line for line in out.splitlines() if "-m gemmbench gate" in line]
     assert len(gates) == 6
     assert sum("CUDA_VISIBLE_DEVICES=GPU-dry-run-1" in g for g in gates) == 1
