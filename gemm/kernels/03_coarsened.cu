@@ -189,16 +189,17 @@ gemm_coarsened(const float* __restrict__ A, const float* __restrict__ B, float* 
     };
 #endif
 
-    // Warp tiling: each warp computes a WM×WN region, its lanes laid out LANES_Y × LANES_X. In a
-    // K-step a warp then reads only LANES_Y distinct float4s of A and LANES_X of B from shared
-    // memory (the rest are broadcasts), so a squarer warp tile needs fewer wavefronts per step.
+    // Warp tiling: each warp computes a WM×WN region of the block tile, its 32 lanes laid out
+    // LANES_Y × LANES_X. Per K-step a warp reads only LANES_Y distinct float4s of A and LANES_X
+    // of B from shared memory (the other lanes' reads are broadcasts), so a squarer warp tile
+    // needs fewer shared-memory wavefronts than one warp across the block's full width.
     const int warp = tid / 32, lane = tid % 32;
     const int warp_row = (warp / WARPS_X) * WM, warp_col = (warp % WARPS_X) * WN;
     const int ly = lane / LANES_X, lx = lane % LANES_X;
-    const int row1 = warp_row + ly * 4, col1 = warp_col + lx * 4;  // this thread's first output
-    // Inside it a thread owns rows warp_row + g*4*LANES_Y + ly*4 + i and columns
-    // warp_col + g*4*LANES_X + lx*4 + j: groups of four strided across the warp tile, so the
-    // lanes' float4 reads of a B row are contiguous.
+    // A thread owns rows row1 + g*4*LANES_Y + i and columns col1 + g*4*LANES_X + j (i, j < 4):
+    // groups of four strided across the warp tile, so the lanes' float4 reads of a B row are
+    // contiguous.
+    const int row1 = warp_row + ly * 4, col1 = warp_col + lx * 4;
     float acc[TM][TN];
 #pragma unroll
     for (int i = 0; i < TM; ++i)
