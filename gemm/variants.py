@@ -162,6 +162,18 @@ _COARSENED_CONSTRAINTS = (
         "the B tile splits evenly over the threads",
         lambda c: (c["BK"] * c["BN"]) % (4 * _coarsened_thread_count(c)) == 0,
     ),
+    Constraint(
+        "the block tile splits evenly into warp tiles",
+        lambda c: c["BM"] % c["WM"] == 0 and c["BN"] % c["WN"] == 0,
+    ),
+    Constraint(
+        "the warp tile splits evenly into thread tiles",
+        lambda c: c["WM"] % c["TM"] == 0 and c["WN"] % c["TN"] == 0,
+    ),
+    Constraint(
+        "a warp tile holds exactly 32 thread tiles",
+        lambda c: (c["WM"] // c["TM"]) * (c["WN"] // c["TN"]) == 32,
+    ),
 )
 
 _FLOAT = 4  # bytes
@@ -173,14 +185,36 @@ def _coarsened_shared_bytes(c: Config) -> int:
     return 2 * c["BK"] * (c["BM"] + _AS_PAD + c["BN"]) * _FLOAT
 
 
+def _coarsened_table_only(c: Config) -> bool:
+    """An unmeasured speed idea, which only a measured tuning table may pick: cp.async copies, or
+    warp tiling proper (a warp tile narrower than the block, WN < BN)."""
+    return c["ASYNC_COPY"] == 1 or c["WN"] < c["BN"]
+
+
 def _coarsened(
-    bm: int, bn: int, bk: int, tm: int, tn: int, min_blocks: int, async_copy: int = 0
+    bm: int,
+    bn: int,
+    bk: int,
+    tm: int,
+    tn: int,
+    min_blocks: int,
+    async_copy: int = 0,
+    warp: tuple[int, int] | None = None,
 ) -> Config:
+    """A coarsened configuration; ``warp`` is its (WM, WN) warp tile.
+
+    Without ``warp`` a warp spans the block tile's full width: WN = BN, and its 32 lanes cover
+    32 / (BN / TN) rows of thread tiles. That is the layout the kernel had before warp tiles, with
+    the same shared-memory reads per warp, so those configurations cost what they were measured at.
+    """
+    wm, wn = warp or ((32 // (bn // tn)) * tm, bn)
     return _frozen(
         {
             "BM": bm,
             "BN": bn,
             "BK": bk,
+            "WM": wm,
+            "WN": wn,
             "TM": tm,
             "TN": tn,
             "MIN_BLOCKS": min_blocks,
@@ -223,13 +257,21 @@ VARIANTS: Mapping[str, Variant] = MappingProxyType(
                 # Smaller tiles for shapes whose grid of 128×128 tiles would not fill the GPU.
                 _coarsened(128, 64, 16, 8, 8, 3),
                 _coarsened(64, 64, 16, 8, 8, 6),
-                # Unmeasured speed ideas for large shapes: cp.async copies global -> shared with
-                # no staging registers, which leaves room for two blocks a multiprocessor. Only
-                # the measured tuning table may pick them (table_only), never the heuristic.
+                # Unmeasured speed ideas for large shapes (table_only: only the measured tuning
+                # table may pick them, never the heuristic). cp.async copies global -> shared with
+                # no staging registers, which leaves room for two blocks a multiprocessor.
                 _coarsened(128, 128, 16, 8, 8, 1, async_copy=1),
                 _coarsened(128, 128, 8, 8, 8, 2, async_copy=1),
+                # Warp tiles squarer than a full-width row of lanes: fewer distinct shared-memory
+                # reads a warp per K-step; then larger thread tiles (TM×TN = 128 outputs). Not
+                # here: BK16 with MIN_BLOCKS2 (either warp layout), which spills at 128 registers.
+                _coarsened(128, 128, 8, 8, 8, 2, warp=(32, 64)),
+                _coarsened(128, 128, 8, 8, 8, 2, warp=(64, 32)),
+                _coarsened(128, 256, 8, 8, 16, 1, warp=(32, 128)),
+                _coarsened(256, 128, 8, 16, 8, 1, warp=(64, 64)),
+                _coarsened(128, 128, 8, 8, 8, 2, async_copy=1, warp=(32, 64)),
             ),
-            table_only=lambda c: c["ASYNC_COPY"] == 1,
+            table_only=_coarsened_table_only,
             switches=frozenset({"ASYNC_COPY"}),
             threads=_coarsened_threads,
             tile=lambda c: (c["BM"], c["BN"]),

@@ -47,6 +47,8 @@ CASES = [
 ]
 
 
+REGISTERS_PER_MULTIPROCESSOR = 65536  # sm_60 to sm_90
+
 _ENTRY = re.compile(r"Compiling entry function '(\w+)'")
 
 
@@ -55,6 +57,12 @@ def reports_by_kernel(log: str) -> dict[str, str]:
     starts = list(_ENTRY.finditer(log))
     ends = [m.start() for m in starts[1:]] + [len(log)]
     return {m.group(1): log[m.start() : end] for m, end in zip(starts, ends, strict=True)}
+
+
+def launch_bounds_registers(variant, config) -> int:
+    """Registers a thread may hold so that MIN_BLOCKS blocks share one multiprocessor's 65536."""
+    x, y, z = variant.threads(config)
+    return min(REGISTERS_PER_MULTIPROCESSOR // (x * y * z * config["MIN_BLOCKS"]), 255)
 
 
 @needs_nvrtc
@@ -78,6 +86,10 @@ def test_within_budget(variant, config):
         assert usage.shared_bytes <= BUDGETS["max_shared_bytes"], (
             f"over the shared-memory budget: {where}"
         )
+        if kernel == variant.kernel_name and "MIN_BLOCKS" in config:
+            assert usage.registers <= launch_bounds_registers(variant, config), (
+                f"over the registers its launch bounds leave a thread: {where}"
+            )
         if kernel == variant.kernel_name:
             assert usage.shared_bytes == variant.shared_bytes(config), (
                 f"the registry's shared-memory figure is not what ptxas reports: {where}"
@@ -97,6 +109,18 @@ BAD_CONFIGS = [
     ),
     pytest.param("coarsened", {"BM": 100}, "the block tile splits evenly", id="coarsened-BM100"),
     pytest.param("coarsened", {"BK": 6}, "tiles are loaded as float4", id="coarsened-BK6"),
+    pytest.param(
+        "coarsened",
+        {"WM": 256, "WN": 8},
+        "the block tile splits evenly into warp tiles",
+        id="coarsened-BM-not-multiple-of-WM",
+    ),
+    pytest.param(
+        "coarsened",
+        {"WM": 32, "WN": 128},
+        "a warp tile holds exactly 32 thread tiles",
+        id="coarsened-warp-of-64-lanes",
+    ),
 ]
 
 

@@ -76,6 +76,42 @@ class TestHeuristic:
         assert any(COARSENED.table_only(c) for c in COARSENED.configs)
         assert not COARSENED.table_only(DEFAULT)
 
+    def test_table_only_means_async_or_warp_tiled(self):
+        """A configuration is table-only exactly when it copies by cp.async or its warp tile is
+        narrower than the block; the full-width layouts the heuristic picks from are not."""
+        for config in COARSENED.configs:
+            idea = config["ASYNC_COPY"] == 1 or config["WN"] < config["BN"]
+            assert COARSENED.table_only(config) == idea, config_name(config)
+        warp_tiled = [c for c in COARSENED.configs if c["WN"] < c["BN"]]
+        assert warp_tiled and all(COARSENED.table_only(c) for c in warp_tiled)
+
+    def test_untiled_configs_keep_the_full_width_warp(self):
+        """Every configuration registered before warp tiles spans the block's width with one warp
+        (WN = BN, WM = 32 / (BN / TN) rows of thread tiles), so it reads shared memory as before."""
+        for config in COARSENED.configs:
+            if config["WN"] == config["BN"]:
+                lanes_x = config["BN"] // config["TN"]
+                assert config["WM"] == (32 // lanes_x) * config["TM"], config_name(config)
+
+    def test_tune_dry_run_lists_warp_tiled_candidates(self):
+        """`gemmbench tune --dry-run` offers every warp-tiled configuration for 8192³ on the H200."""
+        import subprocess
+        import sys
+        from pathlib import Path
+
+        done = subprocess.run(
+            [sys.executable, "-m", "gemmbench", "tune", "--dry-run", "--sm-count", "132", "8192"],
+            capture_output=True,
+            text=True,
+            cwd=Path(__file__).parents[1],
+        )
+        assert done.returncode == 0, done.stderr
+        offered = done.stdout.strip().split(": ", 2)[2].split(", ")
+        warp_tiled = [config_name(c) for c in COARSENED.configs if c["WN"] < c["BN"]]
+        assert len(warp_tiled) >= 4
+        for name in warp_tiled:
+            assert f"{name}×1" in offered, f"{name} is not a tuning candidate"
+
 
 class TestEffectiveSplits:
     """Tests for effective_splits: the count the kernel actually runs."""

@@ -8,6 +8,7 @@ import pytest
 
 from gemm import VARIANTS, get_variant
 from gemm._loader import KERNEL_DIR
+from gemm.variants import config_name
 
 
 class TestRegistry:
@@ -79,6 +80,43 @@ class TestRegistry:
             variant.check(config)
 
 
+class TestWarpTileMapping:
+    """The thread -> output mapping of 03_coarsened.cu, mirrored here, for every configuration."""
+
+    @staticmethod
+    def outputs(config, tid):
+        """(row, column) pairs of the block tile that thread ``tid`` computes and stores."""
+        c = config
+        warps_x, lanes_y, lanes_x = c["BN"] // c["WN"], c["WM"] // c["TM"], c["WN"] // c["TN"]
+        warp, lane = divmod(tid, 32)
+        row1 = (warp // warps_x) * c["WM"] + (lane // lanes_x) * 4
+        col1 = (warp % warps_x) * c["WN"] + (lane % lanes_x) * 4
+        return [
+            (row1 + g * 4 * lanes_y + i, col1 + h * 4 * lanes_x + j)
+            for g in range(c["TM"] // 4)
+            for i in range(4)
+            for h in range(c["TN"] // 4)
+            for j in range(4)
+        ]
+
+    @pytest.mark.parametrize("config", VARIANTS["coarsened"].configs, ids=config_name)
+    def test_every_output_once(self, config):
+        """The block's threads cover its BM×BN tile, each element exactly once."""
+        threads = VARIANTS["coarsened"].threads(config)[0]
+        owned = [rc for tid in range(threads) for rc in self.outputs(config, tid)]
+        assert len(owned) == len(set(owned)) == config["BM"] * config["BN"]
+        assert {r for r, _ in owned} == set(range(config["BM"]))
+        assert {c for _, c in owned} == set(range(config["BN"]))
+
+    @pytest.mark.parametrize("config", VARIANTS["coarsened"].configs, ids=config_name)
+    def test_warp_reads_few_float4s(self, config):
+        """Per K-step a warp reads WM/TM distinct float4s of A and WN/TN of B per group of four."""
+        for warp in range(VARIANTS["coarsened"].threads(config)[0] // 32):
+            firsts = [self.outputs(config, warp * 32 + lane)[0] for lane in range(32)]
+            assert len({r for r, _ in firsts}) == config["WM"] // config["TM"]
+            assert len({c for _, c in firsts}) == config["WN"] // config["TN"]
+
+
 class TestConfigurationLimits:
     """A configuration that could not compile or launch is refused in Python, naming why."""
 
@@ -93,7 +131,7 @@ class TestConfigurationLimits:
             ("tiled", {"TILE": 64}, "4096 threads a block"),
             (
                 "coarsened",
-                {"BM": 256, "BN": 256, "BK": 64, "TM": 4, "TN": 4},
+                {"BM": 256, "BN": 256, "BK": 64, "WM": 16, "WN": 32, "TM": 4, "TN": 4},
                 "4096 threads a block",
             ),
             (
@@ -105,6 +143,21 @@ class TestConfigurationLimits:
                 "coarsened",
                 {"TN": 6},
                 "breaks a kernel constraint: a thread's outputs come in groups",
+            ),
+            (
+                "coarsened",
+                {"WM": 256, "WN": 8},
+                "breaks a kernel constraint: the block tile splits evenly into warp tiles",
+            ),
+            (
+                "coarsened",
+                {"WM": 32, "WN": 128},
+                "breaks a kernel constraint: a warp tile holds exactly 32 thread tiles",
+            ),
+            (
+                "coarsened",
+                {"WM": 4, "WN": 128},
+                "breaks a kernel constraint: the warp tile splits evenly into thread tiles",
             ),
         ],
     )

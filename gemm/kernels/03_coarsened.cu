@@ -1,7 +1,7 @@
 // C[M×N] = A[M×K]·B[K×N], float32, row-major. Step 3: tiled + coarsened. A block computes a BM×BN
 // tile of C from BK-deep shared-memory tiles; each thread keeps TM×TN outputs in registers, so one
-// value read from shared memory feeds TN (or TM) multiply-adds instead of one.
-// Block (BM/TM)·(BN/TN) threads (1-D); grid ceil(N/BN) × ceil(M/BM) × splits of K (split-K below).
+// value read from shared memory feeds TN (or TM) multiply-adds instead of one; a warp owns WM×WN
+// of the tile. Block (BM/TM)·(BN/TN) threads (1-D); grid ceil(N/BN) × ceil(M/BM) × splits of K.
 #ifndef BM
 #error "BM is not defined: compile-time constants come from the registry, gemm/variants.py"
 #endif
@@ -10,6 +10,13 @@
 #endif
 #ifndef BK
 #error "BK is not defined: compile-time constants come from the registry, gemm/variants.py"
+#endif
+// The warp tile: the WM×WN region of the block tile that one warp's 32 threads compute.
+#ifndef WM
+#error "WM is not defined: compile-time constants come from the registry, gemm/variants.py"
+#endif
+#ifndef WN
+#error "WN is not defined: compile-time constants come from the registry, gemm/variants.py"
 #endif
 #ifndef TM
 #error "TM is not defined: compile-time constants come from the registry, gemm/variants.py"
@@ -34,6 +41,9 @@
 #define THREADS (THREADS_X * THREADS_Y)
 #define A_LOADS (BM * BK / 4 / THREADS)  // float4 loads per thread per A tile
 #define B_LOADS (BK * BN / 4 / THREADS)  // float4 loads per thread per B tile
+#define WARPS_X (BN / WN)  // warps across the block tile
+#define LANES_Y (WM / TM)  // a warp's 32 lanes as LANES_Y rows × LANES_X columns of thread tiles
+#define LANES_X (WN / TN)
 // Row padding of the transposed A tile: the 4-float shift spreads the transposing stores over all
 // 32 banks, and keeps each row 16-byte aligned for the float4 reads.
 #define AS_PAD 4
@@ -43,6 +53,9 @@ static_assert(BM % TM == 0 && BN % TN == 0, "the block tile splits evenly into t
 static_assert(BK % 4 == 0 && BN % 4 == 0, "tiles are loaded as float4");
 static_assert((BM * BK) % (4 * THREADS) == 0, "the A tile splits evenly over the threads");
 static_assert((BK * BN) % (4 * THREADS) == 0, "the B tile splits evenly over the threads");
+static_assert(BM % WM == 0 && BN % WN == 0, "the block tile splits evenly into warp tiles");
+static_assert(WM % TM == 0 && WN % TN == 0, "the warp tile splits evenly into thread tiles");
+static_assert(LANES_Y * LANES_X == 32, "a warp tile holds exactly 32 thread tiles");
 
 #if ASYNC_COPY
 // Asynchronous copies (cp.async): the copy engine writes shared memory itself, so the next tile
@@ -85,7 +98,6 @@ gemm_coarsened(const float* __restrict__ A, const float* __restrict__ B, float* 
     __shared__ __align__(16) float Bs[2][BK][BN];
 
     const int tid = threadIdx.x;
-    const int tx = tid % THREADS_X, ty = tid / THREADS_X;
     const int row0 = blockIdx.y * BM, col0 = blockIdx.x * BN;
 
     // float4 global accesses need every row start 16-byte aligned; otherwise take the scalar path.
@@ -177,8 +189,17 @@ gemm_coarsened(const float* __restrict__ A, const float* __restrict__ B, float* 
     };
 #endif
 
-    // A thread owns rows ty*4 + i + g*4*THREADS_Y and columns tx*4 + j + g*4*THREADS_X: groups of
-    // four strided across the tile, so a warp's float4 reads of a B row are contiguous.
+    // Warp tiling: each warp computes a WM×WN region of the block tile, its 32 lanes laid out
+    // LANES_Y × LANES_X. Per K-step a warp reads only LANES_Y distinct float4s of A and LANES_X
+    // of B from shared memory (the other lanes' reads are broadcasts), so a squarer warp tile
+    // needs fewer shared-memory wavefronts than one warp across the block's full width.
+    const int warp = tid / 32, lane = tid % 32;
+    const int warp_row = (warp / WARPS_X) * WM, warp_col = (warp % WARPS_X) * WN;
+    const int ly = lane / LANES_X, lx = lane % LANES_X;
+    // A thread owns rows row1 + g*4*LANES_Y + i and columns col1 + g*4*LANES_X + j (i, j < 4):
+    // groups of four strided across the warp tile, so the lanes' float4 reads of a B row are
+    // contiguous.
+    const int row1 = warp_row + ly * 4, col1 = warp_col + lx * 4;
     float acc[TM][TN];
 #pragma unroll
     for (int i = 0; i < TM; ++i)
@@ -199,12 +220,12 @@ gemm_coarsened(const float* __restrict__ A, const float* __restrict__ B, float* 
             float a[TM], b[TN];
 #pragma unroll
             for (int g = 0; g < TM / 4; ++g) {
-                const float4 v = *reinterpret_cast<const float4*>(&As[buf][k][g * 4 * THREADS_Y + ty * 4]);
+                const float4 v = *reinterpret_cast<const float4*>(&As[buf][k][row1 + g * 4 * LANES_Y]);
                 a[g * 4 + 0] = v.x; a[g * 4 + 1] = v.y; a[g * 4 + 2] = v.z; a[g * 4 + 3] = v.w;
             }
 #pragma unroll
             for (int g = 0; g < TN / 4; ++g) {
-                const float4 v = *reinterpret_cast<const float4*>(&Bs[buf][k][g * 4 * THREADS_X + tx * 4]);
+                const float4 v = *reinterpret_cast<const float4*>(&Bs[buf][k][col1 + g * 4 * LANES_X]);
                 b[g * 4 + 0] = v.x; b[g * 4 + 1] = v.y; b[g * 4 + 2] = v.z; b[g * 4 + 3] = v.w;
             }
 #pragma unroll
@@ -222,11 +243,11 @@ gemm_coarsened(const float* __restrict__ A, const float* __restrict__ B, float* 
     for (int gi = 0; gi < TM / 4; ++gi)
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
-            const int r = row0 + gi * 4 * THREADS_Y + ty * 4 + i;
+            const int r = row0 + row1 + gi * 4 * LANES_Y + i;
             if (r >= M) continue;
 #pragma unroll
             for (int gj = 0; gj < TN / 4; ++gj) {
-                const int c = col0 + gj * 4 * THREADS_X + tx * 4;
+                const int c = col0 + col1 + gj * 4 * LANES_X;
                 const float* v = &acc[gi * 4 + i][gj * 4];
                 float* p = C + (size_t)r * N + c;
                 if (vec && c < N) {
