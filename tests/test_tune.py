@@ -476,3 +476,23 @@ class TestMainThroughMeasure:
         }
         assert "Stopped at `--budget-s 1e-09` before 4096x4096x4096" in doc.read_text()
         assert "stopped at --budget-s 1e-09 before 1 of 2 shapes" in capsys.readouterr().err
+
+
+@pytest.mark.gpu
+class TestOnGpu:
+    """tune.run on a real GPU through the real gemmbench.measure."""
+
+    def test_tune_through_measure_on_gpu(self):
+        """Every candidate and cuBLAS pass measure's check and are timed at two awkward shapes
+        (one deep enough to split), and the float64 reference is computed once per shape."""
+        measure.reference.cache_clear()
+        shapes = [(257, 129, 4096), (65, 33, 17)]
+        with open(os.devnull, "w") as devnull:
+            rows, skipped = tune.run(shapes, tune_args(repeat=2, warmup=1), progress=devnull)
+        assert skipped == []
+        assert measure.reference.cache_info().misses == len(shapes)
+        assert any(r["splits"] > 1 for r in rows)
+        for r in rows:
+            assert r["correct"], r
+            assert r["relative_error"] <= r["error_bound"] == measure.error_bound(r["k"])
+            assert r["median_s"] > 0 and r["cublas_s"] > 0 and r["fraction_of_cublas"] > 0
