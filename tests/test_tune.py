@@ -4,6 +4,7 @@ writes, and its wiring to gemmbench.measure (through a test double of that modul
 from __future__ import annotations
 
 import argparse
+import io
 import math
 import os
 import re
@@ -340,7 +341,7 @@ class TestThroughMeasure:
     def test_checks_and_times_every_candidate_and_cublas(self, double):
         """Per shape: cuBLAS, then each candidate, prepared by measure (config and splits passed
         on) and timed by measure.device_times with the one tuning timer."""
-        rows, skipped = tune.run(self.SHAPES, tune_args(), progress=open(os.devnull, "w"))
+        rows, skipped = tune.run(self.SHAPES, tune_args(), progress=io.StringIO())
         assert skipped == []
         assert double.calls[0] == ("new_timer", "tuning")
         assert len(double.timers) == 1
@@ -360,7 +361,7 @@ class TestThroughMeasure:
     def test_one_reference_per_shape(self, double):
         """All of a shape's prepares come together, so measure.reference (which caches the last
         shape's float64 product) computes it once per shape, not once per candidate."""
-        tune.run(self.SHAPES, tune_args(), progress=open(os.devnull, "w"))
+        tune.run(self.SHAPES, tune_args(), progress=io.StringIO())
         order = [c[-1] for c in double.calls if c[0] == "prepare"]
         runs = [shape for i, shape in enumerate(order) if i == 0 or order[i - 1] != shape]
         assert runs == self.SHAPES
@@ -376,7 +377,7 @@ class TestThroughMeasure:
         """A candidate failing measure's check is recorded WRONG with no time, never launched
         again after its check."""
         double.wrong = {("coarsened", BEST)}
-        rows, _ = tune.run([(1024, 1024, 1024)], tune_args(), progress=open(os.devnull, "w"))
+        rows, _ = tune.run([(1024, 1024, 1024)], tune_args(), progress=io.StringIO())
         bad = [r for r in rows if r["config"] == BEST]
         assert bad and all(not r["correct"] and r["median_s"] is None for r in bad)
         assert not [c for c in double.calls if c[0] == "device_times" and c[1][1] == BEST]
@@ -388,19 +389,11 @@ class TestThroughMeasure:
         shapes = [(1024, 1024, 1024), (2048, 2048, 2048), (4096, 4096, 4096)]
         per_shape = 1 + len(tune.candidates(COARSENED, 1024, 1024, 1024, 132))
         args = tune_args(budget_s=per_shape - 0.5)
-        log = []
-
-        class Progress:
-            def write(self, text):
-                log.append(text)
-
-            def flush(self):
-                pass
-
-        rows, skipped = tune.run(shapes, args, progress=Progress(), now=clock)
+        log = io.StringIO()
+        rows, skipped = tune.run(shapes, args, progress=log, now=clock)
         assert skipped == shapes[1:]
         assert {(r["m"], r["n"], r["k"]) for r in rows} == {shapes[0]}
-        assert "not started: 2048x2048x2048, 4096x4096x4096" in "".join(log)
+        assert "not started: 2048x2048x2048, 4096x4096x4096" in log.getvalue()
 
 
 class TestMainThroughMeasure:
@@ -487,8 +480,7 @@ class TestOnGpu:
         (one deep enough to split), and the float64 reference is computed once per shape."""
         measure.reference.cache_clear()
         shapes = [(257, 129, 4096), (65, 33, 17)]
-        with open(os.devnull, "w") as devnull:
-            rows, skipped = tune.run(shapes, tune_args(repeat=2, warmup=1), progress=devnull)
+        rows, skipped = tune.run(shapes, tune_args(repeat=2, warmup=1), progress=io.StringIO())
         assert skipped == []
         assert measure.reference.cache_info().misses == len(shapes)
         assert any(r["splits"] > 1 for r in rows)
