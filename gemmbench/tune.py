@@ -213,8 +213,9 @@ def launches_per_candidate(args) -> int:
 def run(shapes, args, progress=sys.stderr, now=time.monotonic) -> tuple[list[dict], list]:
     """Check and time cuBLAS and every candidate on each shape through gemmbench.measure.
 
-    Returns one record per candidate and the shapes not started because ``args.budget_s`` had
-    passed. Every record is written to ``args.json`` as soon as it exists, so an interrupted run
+    Returns one record per candidate (``median_s`` None when it failed the check, ``cublas_s``
+    None where cuBLAS did) and the shapes not started because ``args.budget_s`` had passed.
+    Every record is written to ``args.json`` as soon as it exists, so an interrupted run
     keeps what it measured.
     """
     gpu = dispatch.current_gpu()
@@ -253,7 +254,7 @@ def run(shapes, args, progress=sys.stderr, now=time.monotonic) -> tuple[list[dic
                 file=progress,
                 flush=True,
             )
-        del cublas  # its output buffer: at 8192³ each candidate's is 256 MiB
+        del cublas  # frees its output (256 MiB at 8192³) before the candidates allocate theirs
         for variant in (v for v in VARIANTS.values() if v.dispatch):
             for config, splits in candidates(variant, m, n, k, gpu.sm_count):
                 prepared = measure.prepare(
