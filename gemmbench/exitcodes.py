@@ -16,7 +16,7 @@ TABLE: dict[int, tuple[str, str]] = {
     OK: ("ok", "the command did what it was asked and found nothing wrong"),
     FAILED: (
         "failed",
-        "a regression (gate), a wrong result (report, calibrate), or a failed check "
+        "a regression (gate), a wrong result (report, calibrate, tune), or a failed check "
         "(check-results, history: a commit that could not be benchmarked)",
     ),
     USAGE: ("usage", "bad arguments, files or configuration; the message says which"),

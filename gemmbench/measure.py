@@ -2,8 +2,8 @@
 
 Every measurement of a ``gemm`` variant goes through here: the speed-up report
 (``python -m gemmbench report``), the asv suite (``benchmarks/``), the pytest-benchmark speed-up
-tests and the gate's cases. So they time the same inputs the same way, and a figure from one can
-be set beside a figure from another.
+tests, the gate's cases and the tuning command (``python -m gemmbench tune``). So they time the
+same inputs the same way, and a figure from one can be set beside a figure from another.
 
 - **Inputs**: uniform(-1, 1) float32 from ``cupy.random.default_rng(SEED)``, A (M×K) then B (K×N).
   Never zeros (a kernel timed on zeros may take a shortcut the hardware offers for them), and the

@@ -1,35 +1,39 @@
 """Tune gemm's dispatch on this GPU: time configurations and K-splits per shape class, write its table.
 
-    python -m gemmbench tune [SHAPE ...] [--repeat N] [--warmup N] [--json PATH]
-    python -m gemmbench tune --dry-run --gpu-name NAME --sm-count N [SHAPE ...]
+    python -m gemmbench tune [SHAPE ...] [--repeat N] [--warmup N] [--budget-s S] [--json PATH]
+    python -m gemmbench tune --dry-run [--sm-count N] [SHAPE ...]
 
-Each SHAPE (N or MxNxK; default the asv suite's shapes and 8192³) is timed for every candidate
+Each SHAPE (N or MxNxK; default the asv suite's shapes and 8192³) is measured for every candidate
 (each registered configuration of each dispatching variant, and K-splits where its tiles leave
-multiprocessors idle), with cuBLAS as the yardstick, by the harness's DeviceTimer with a cold L2
-(as the asv suite times them). Every candidate is first checked against cuBLAS. For each shape
-class the candidate with the best geometric mean of (fastest time ÷ its time) over the class's
-shapes wins. The GPU's entry of gemm/dispatch_table.py is replaced by this run's winners, and
-its section of docs/tuning.md by this run's measurements. A candidate with a wrong result never
-wins and is marked in the measurements. Exit: 0 done; 1 some candidate gave a wrong result (the
-table is written from the others); 2 usage (checked before any GPU work, output paths included);
-4 no usable GPU; 130 interrupted (the table and docs/tuning.md left as they were).
+multiprocessors idle), with cuBLAS as the yardstick, through gemmbench.measure, the path every
+other tool measures through: its seeded inputs, its check (one launch into a NaN-poisoned output
+against the float64 product, bound ``measure.error_bound(K)``; the reference is computed once per
+shape) and its DeviceTimer with the L2 policy ``measure.L2_FOR["tuning"]``. A candidate that fails
+the check is not timed, is marked WRONG and never wins. For each shape class the candidate with
+the best geometric mean of (fastest time ÷ its time) over the class's shapes wins. The GPU's entry
+of gemm/dispatch_table.py is replaced by this run's winners, and its section of docs/tuning.md by
+this run's measurements. With ``--budget-s`` no shape after the first is started once that many
+seconds have passed; the shapes not reached are named, and their classes keep the previous entry.
+Exit: 0 done; 1 some candidate (or cuBLAS) gave a wrong result (the table is written from the
+others); 2 usage (checked before any GPU work, output paths included); 4 no usable GPU; 130
+interrupted (the table and docs/tuning.md left as they were).
 """
 
 from __future__ import annotations
 
 import datetime
-import functools
 import json
 import math
 import re
 import statistics
 import sys
+import time
 from pathlib import Path
 
 from gemm import VARIANTS, dispatch
 from gemm.dispatch_table import TABLES
 from gemm.variants import Config, Variant, config_name
-from gemmbench import exitcodes
+from gemmbench import exitcodes, measure
 from gemmbench.git import GitError, git
 from gemmbench.report import parse_shape
 from gemmbench.results import OneLineErrorParser, cannot_write
@@ -52,12 +56,7 @@ DEFAULT_SHAPES = [
 # most two waves of blocks and slices at least MIN_SLICE deep.
 SPLIT_CANDIDATES = (2, 3, 4, 6, 8)
 MIN_SLICE = 512
-# Relative Frobenius error against cuBLAS's output above which a candidate is wrong. tune's own
-# check, not the report's (gemmbench.measure, against float64): float32 rounding differs by
-# ~sqrt(K)·2^-24, any indexing bug by O(1).
-MAX_RELATIVE_ERROR = 1e-4
-SEED = 20240607
-L2_POLICY = "cold"
+L2_POLICY = measure.L2_FOR["tuning"]
 
 _BEGIN = "<!-- tune: {gpu} begin -->"
 _END = "<!-- tune: {gpu} end -->"
@@ -141,10 +140,20 @@ def markdown(gpu: dispatch.Gpu, tuned: str, rows: list[dict], winners: dict, arg
         _BEGIN.format(gpu=gpu.name),
         f"### {gpu.name} (sm_{gpu.compute_capability}, {gpu.sm_count} multiprocessors)",
         "",
-        f"Tuned {tuned}: `python -m gemmbench tune {' '.join(args.shape_texts)}`, "
-        f"median of {args.repeat} DeviceTimer samples after {args.warmup} warm-ups, "
-        f"L2 {L2_POLICY} (flushed before every sample, as the asv suite), seeded "
-        f"standard-normal float32 inputs, TF32 off.",
+        f"Tuned {tuned}: `python -m gemmbench tune {' '.join(args.shape_texts)}`, through "
+        f"`gemmbench.measure`: seeded uniform(−1, 1) float32 inputs, each candidate checked "
+        f"against the float64 product (relative Frobenius error ≤ 8·√K·2⁻²⁴, output poisoned "
+        f"with NaN), then median of {args.repeat} DeviceTimer samples after {args.warmup} "
+        f"warm-ups, L2 {L2_POLICY} (flushed before every sample), TF32 off.",
+    ]
+    if args.skipped:
+        lines += [
+            "",
+            f"Stopped at `--budget-s {args.budget_s:g}` before "
+            + ", ".join("x".join(map(str, s)) for s in args.skipped)
+            + "; the classes it did not reach keep the previous entry of the table.",
+        ]
+    lines += [
         "",
         "| shape class | configuration | splits | heuristic would pick |",
         "|---|---|---:|---|",
@@ -161,11 +170,17 @@ def markdown(gpu: dispatch.Gpu, tuned: str, rows: list[dict], winners: dict, arg
         "| shape | configuration | splits | ms | TFLOP/s | × cuBLAS | rel. error |",
         "|---|---|---:|---:|---:|---:|---:|",
     ]
+
+    def number(value, spec: str) -> str:
+        return "–" if value is None else format(value, spec)
+
     for r in rows:
         mark = "**" if winners.get(r["class"]) == (r["config"], r["splits"]) else ""
+        milliseconds = None if r["median_s"] is None else r["median_s"] * 1e3
         lines.append(
             f"| {r['m']}×{r['n']}×{r['k']} | {mark}{r['config']}{mark} | {r['splits']} | "
-            f"{r['median_s'] * 1e3:.3f} | {r['tflops']:.2f} | {r['fraction_of_cublas']:.3f} | "
+            f"{number(milliseconds, '.3f')} | {number(r['tflops'], '.2f')} | "
+            f"{number(r['fraction_of_cublas'], '.3f')} | "
             f"{r['relative_error']:.1e}{'' if r['correct'] else ' WRONG'} |"
         )
     lines += ["", _END.format(gpu=gpu.name)]
@@ -190,41 +205,69 @@ def _commit() -> str:
         return "unknown commit"
 
 
-def measure(shapes, args, progress=sys.stderr) -> list[dict]:
-    """Time every candidate on every shape; one record each."""
-    import cupy
+def launches_per_candidate(args) -> int:
+    """Launches one candidate (or cuBLAS) costs: the check, then ``warmup`` and ``repeat``."""
+    return 1 + args.warmup + args.repeat
 
-    from gemm import matmul
-    from gemmbench.timing import DeviceTimer, gemm_flops
 
-    timer = DeviceTimer(l2=L2_POLICY)
+def run(shapes, args, progress=sys.stderr, now=time.monotonic) -> tuple[list[dict], list]:
+    """Check and time cuBLAS and every candidate on each shape through gemmbench.measure.
+
+    Returns one record per candidate (``median_s`` None when it failed the check, ``cublas_s``
+    None where cuBLAS did) and the shapes not started because ``args.budget_s`` had passed.
+    Every record is written to ``args.json`` as soon as it exists, so an interrupted run
+    keeps what it measured.
+    """
     gpu = dispatch.current_gpu()
-    rng = cupy.random.default_rng(SEED)
-    rows = []
-    for m, n, k in shapes:
-        a = rng.standard_normal((m, k), dtype=cupy.float32)
-        b = rng.standard_normal((k, n), dtype=cupy.float32)
-        out = cupy.empty((m, n), cupy.float32)
-        reference = matmul(a, b, variant="cublas")
-        ref_norm = float(cupy.linalg.norm(reference))
-        cublas = statistics.median(
-            timer.samples(
-                functools.partial(matmul, a, b, variant="cublas", out=out),
-                repeat=args.repeat,
-                warmup=args.warmup,
+    timer = measure.new_timer("tuning")
+    started = now()
+    rows: list[dict] = []
+    for index, (m, n, k) in enumerate(shapes):
+        elapsed = now() - started
+        # The first shape always runs: a budget never leaves a run with nothing measured.
+        if index and args.budget_s is not None and elapsed >= args.budget_s:
+            skipped = list(shapes[index:])
+            print(
+                f"gemmbench tune: {elapsed:.0f} s of the {args.budget_s:g} s budget spent; not "
+                f"started: {', '.join('x'.join(map(str, s)) for s in skipped)}",
+                file=progress,
+                flush=True,
             )
-        )
+            return rows, skipped
+        shape = f"{m}x{n}x{k}"
+        print(f"[{index + 1}/{len(shapes)}] {shape}: cuBLAS ...", file=progress, flush=True)
+        # The first prepare at a shape computes measure's float64 reference; every later one at
+        # the same shape reuses it (measure.reference caches the last shape's), so each shape
+        # pays for one float64 product however many candidates it has.
+        cublas = measure.prepare("cublas", m, n, k, raise_if_wrong=False)
+        cublas_s = None
+        if cublas.error <= cublas.bound:  # a NaN fails this comparison too
+            cublas_s = statistics.median(
+                measure.device_times(
+                    cublas.launch, repeat=args.repeat, warmup=args.warmup, timer=timer
+                )
+            )
+        else:
+            print(
+                f"{shape} cuBLAS: WRONG (rel. error {cublas.error:.1e} > {cublas.bound:.1e}); "
+                "not timed, no yardstick at this shape",
+                file=progress,
+                flush=True,
+            )
+        del cublas  # frees its output (256 MiB at 8192³) before the candidates allocate theirs
         for variant in (v for v in VARIANTS.values() if v.dispatch):
             for config, splits in candidates(variant, m, n, k, gpu.sm_count):
-                launch = functools.partial(
-                    matmul, a, b, variant=variant.name, out=out, config=config, splits=splits
+                prepared = measure.prepare(
+                    variant.name, m, n, k, raise_if_wrong=False, config=config, splits=splits
                 )
-                out.fill(cupy.nan)  # poison: an unwritten element fails the check
-                launch()
-                error = float(cupy.linalg.norm(out - reference)) / ref_norm
-                seconds = statistics.median(
-                    timer.samples(launch, repeat=args.repeat, warmup=args.warmup)
-                )
+                correct = bool(prepared.error <= prepared.bound)  # NaN fails too
+                seconds = None
+                if correct:  # a wrong result is never timed (measure's rule)
+                    seconds = statistics.median(
+                        measure.device_times(
+                            prepared.launch, repeat=args.repeat, warmup=args.warmup, timer=timer
+                        )
+                    )
                 row = {
                     "m": m,
                     "n": n,
@@ -234,46 +277,99 @@ def measure(shapes, args, progress=sys.stderr) -> list[dict]:
                     "config": config_name(config),
                     "splits": splits,
                     "median_s": seconds,
-                    "tflops": gemm_flops(m, n, k) / seconds / 1e12,
-                    "fraction_of_cublas": cublas / seconds,
-                    "cublas_s": cublas,
-                    "relative_error": error,
-                    "correct": bool(error <= MAX_RELATIVE_ERROR),  # NaN fails this too
+                    "tflops": prepared.flops / seconds / 1e12 if seconds else None,
+                    "fraction_of_cublas": cublas_s / seconds if seconds and cublas_s else None,
+                    "cublas_s": cublas_s,
+                    "relative_error": prepared.error,
+                    "error_bound": prepared.bound,
+                    "correct": correct,
                 }
                 rows.append(row)
-                print(
-                    f"{m}x{n}x{k} {row['config']} ×{splits}: {row['tflops']:.2f} TFLOP/s, "
-                    f"{row['fraction_of_cublas']:.3f}× cuBLAS"
-                    + ("" if row["correct"] else f"  WRONG (rel. error {error:.1e})"),
-                    file=progress,
-                    flush=True,
-                )
+                del prepared
+                print(progress_line(row), file=progress, flush=True)
                 if args.json:
                     Path(args.json).write_text(json.dumps(rows, indent=1))  # kept if interrupted
-        del a, b, out, reference
-        cupy.get_default_memory_pool().free_all_blocks()
-    return rows
+    return rows, []
+
+
+def progress_line(row: dict) -> str:
+    """One candidate's result as the progress on stderr shows it."""
+    head = f"{row['m']}x{row['n']}x{row['k']} {row['config']} ×{row['splits']}: "
+    if not row["correct"]:
+        return (
+            head + f"WRONG (rel. error {row['relative_error']:.1e} > bound "
+            f"{row['error_bound']:.1e}); not timed"
+        )
+    versus = (
+        f"{row['fraction_of_cublas']:.3f}× cuBLAS"
+        if row["fraction_of_cublas"] is not None
+        else "no cuBLAS yardstick"
+    )
+    return head + f"{row['tflops']:.2f} TFLOP/s, {versus}"
 
 
 def _parser() -> OneLineErrorParser:
     p = OneLineErrorParser(
         prog="python -m gemmbench tune",
-        description="Time the dispatch's candidate configurations and K-splits per shape on this "
-        "GPU and write its tuning table (gemm/dispatch_table.py) and docs/tuning.md.",
+        description="Check and time the dispatch's candidate configurations and K-splits per "
+        "shape on this GPU through gemmbench.measure, and write its tuning table "
+        "(gemm/dispatch_table.py) and docs/tuning.md.",
     )
     p.add_argument("shapes", nargs="*", type=parse_shape, help="N or MxNxK (default: asv's + 8192)")
-    p.add_argument("--repeat", type=int, default=10, help="timed samples per candidate (median)")
+    p.add_argument("--repeat", type=int, default=15, help="timed samples per candidate (median)")
     p.add_argument("--warmup", type=int, default=2, help="untimed launches first")
+    p.add_argument(
+        "--budget-s",
+        type=float,
+        metavar="S",
+        help="start no new shape after S seconds of measuring (default: no limit)",
+    )
     p.add_argument("--json", metavar="PATH", help="also write every measurement as JSON here")
     p.add_argument("--table", type=Path, default=TABLE_PATH, help="table file to rewrite")
     p.add_argument("--doc", type=Path, default=DOC_PATH, help="Markdown file to update")
     p.add_argument(
         "--dry-run",
         action="store_true",
-        help="only list the candidates per shape for --sm-count (no GPU needed)",
+        help="only list the candidates per shape for --sm-count, and count the launches "
+        "(no GPU needed)",
     )
     p.add_argument("--sm-count", type=int, default=132, help="multiprocessors, for --dry-run")
     return p
+
+
+def dry_run(shapes, args) -> None:
+    """Print each shape's candidates and the launches a real run would make (cuBLAS included)."""
+    total = 0
+    for m, n, k in shapes:
+        for variant in (v for v in VARIANTS.values() if v.dispatch):
+            found = candidates(variant, m, n, k, args.sm_count)
+            total += len(found)
+            names = ", ".join(f"{config_name(c)}×{s}" for c, s in found)
+            print(f"{m}x{n}x{k} ({dispatch.shape_class(m, n, k)}): {len(found)}: {names}")
+    timed = total + len(shapes)  # and cuBLAS once per shape
+    print(
+        f"total: {total} candidates and {len(shapes)} cuBLAS yardsticks, "
+        f"{timed * launches_per_candidate(args)} launches (1 check + {args.warmup} warm-up + "
+        f"{args.repeat} timed each)"
+    )
+
+
+def table_entry(gpu: dispatch.Gpu, tuned: str, winners: dict, skipped: list) -> dict:
+    """This GPU's new table entry: the winners, and for the classes a budget-stopped run did not
+    reach, the previous entry's choice (better than falling back to the heuristic)."""
+    classes = dict(winners)
+    previous = TABLES.get(gpu.name, {})
+    if skipped and previous.get("sm_count") == gpu.sm_count:
+        not_reached = {dispatch.shape_class(*s) for s in skipped} - set(winners)
+        for klass, choice in previous.get("coarsened", {}).items():
+            if klass in not_reached:
+                classes[klass] = choice
+    return {
+        "sm_count": gpu.sm_count,
+        "compute_capability": gpu.compute_capability,
+        "tuned": tuned,
+        "coarsened": dict(sorted(classes.items())),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -283,12 +379,10 @@ def main(argv: list[str] | None = None) -> int:
     args.shape_texts = ["x".join(map(str, s)) for s in shapes]
     if args.repeat < 1 or args.warmup < 0 or args.sm_count < 1:
         parser.error("--repeat and --sm-count must be ≥ 1 and --warmup ≥ 0")
+    if args.budget_s is not None and not args.budget_s > 0:  # NaN too
+        parser.error(f"--budget-s must be a positive number of seconds, not {args.budget_s:g}")
     if args.dry_run:
-        for m, n, k in shapes:
-            for variant in (v for v in VARIANTS.values() if v.dispatch):
-                found = candidates(variant, m, n, k, args.sm_count)
-                names = ", ".join(f"{config_name(c)}×{s}" for c, s in found)
-                print(f"{m}x{n}x{k} ({dispatch.shape_class(m, n, k)}): {len(found)}: {names}")
+        dry_run(shapes, args)
         return exitcodes.OK
     # Every file it will write, checked before the GPU is even looked for.
     for option, path in (("--json", args.json), ("--table", args.table), ("--doc", args.doc)):
@@ -305,7 +399,7 @@ def main(argv: list[str] | None = None) -> int:
         return exitcodes.INFRASTRUCTURE
     gpu = dispatch.current_gpu()
     try:
-        rows = measure(shapes, args)
+        rows, args.skipped = run(shapes, args)
     except KeyboardInterrupt:
         kept = f"; the measurements so far are in {args.json}" if args.json else ""
         print(
@@ -314,31 +408,39 @@ def main(argv: list[str] | None = None) -> int:
         )
         return exitcodes.INTERRUPTED
     wrong = [r for r in rows if not r["correct"]]
+    no_yardstick = sorted({(r["m"], r["n"], r["k"]) for r in rows if r["cublas_s"] is None})
     winners = pick([r for r in rows if r["correct"]])  # a wrong candidate never wins
     tuned = f"{datetime.date.today().isoformat()} at {_commit()}"
     tables = {name: entry for name, entry in TABLES.items() if name != gpu.name}
-    tables[gpu.name] = {
-        "sm_count": gpu.sm_count,
-        "compute_capability": gpu.compute_capability,
-        "tuned": tuned,
-        "coarsened": dict(winners),
-    }
+    tables[gpu.name] = table_entry(gpu, tuned, winners, args.skipped)
     args.table.write_text(render_table(dict(sorted(tables.items()))), encoding="utf-8")
     doc = args.doc.read_text(encoding="utf-8") if args.doc.exists() else "# Tuning\n"
     args.doc.write_text(
         replace_section(doc, gpu.name, markdown(gpu, tuned, rows, winners, args)),
         encoding="utf-8",
     )
-    print(f"wrote {args.table} and {args.doc}: {gpu.name}, {len(winners)} shape classes")
+    print(f"wrote {args.table} and {args.doc}: {gpu.name}, {len(winners)} shape classes tuned")
     for klass, (name, splits) in winners.items():
         print(f"  {klass}: {name} × {splits}")
+    if args.skipped:
+        print(
+            f"gemmbench tune: stopped at --budget-s {args.budget_s:g} before "
+            f"{len(args.skipped)} of {len(shapes)} shapes; their classes keep the previous "
+            "table entry",
+            file=sys.stderr,
+        )
+    status = exitcodes.OK
     if wrong:
         names = ", ".join(
             f"{r['config']}×{r['splits']} at {r['m']}x{r['n']}x{r['k']}" for r in wrong
         )
         print(f"gemmbench tune: wrong results, left out of the table: {names}", file=sys.stderr)
-        return exitcodes.FAILED
-    return exitcodes.OK
+        status = exitcodes.FAILED
+    if no_yardstick:
+        shapes_text = ", ".join("x".join(map(str, s)) for s in no_yardstick)
+        print(f"gemmbench tune: cuBLAS gave a wrong result at {shapes_text}", file=sys.stderr)
+        status = exitcodes.FAILED
+    return status
 
 
 if __name__ == "__main__":
