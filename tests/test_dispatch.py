@@ -106,7 +106,8 @@ class TestHeuristic:
             cwd=Path(__file__).parents[1],
         )
         assert done.returncode == 0, done.stderr
-        offered = done.stdout.strip().split(": ", 2)[2].split(", ")
+        first_line = done.stdout.splitlines()[0]  # the shape's candidates; a total line follows
+        offered = first_line.split(": ", 2)[2].split(", ")
         warp_tiled = [config_name(c) for c in COARSENED.configs if c["WN"] < c["BN"]]
         assert len(warp_tiled) >= 4
         for name in warp_tiled:
