@@ -68,9 +68,7 @@ def _grid(variant, config, m: int, n: int, splits: int = 1) -> tuple[int, int, i
     """Tiles of C on x (columns) and y (rows), K-slices on z; ValueError past CUDA's grid limits."""
     tile_m, tile_n = variant.tile(config)
     rows = -(-m // tile_m)
-    if variant.row_loop:
-        rows = min(rows, MAX_GRID_Y)  # the kernel steps over the rows the grid does not reach
-    elif rows > MAX_GRID_Y:
+    if rows > MAX_GRID_Y:
         raise ValueError(
             f"M = {m} needs {rows} row blocks for variant {variant.name!r}, over CUDA's "
             f"grid limit of {MAX_GRID_Y}; split A into row blocks of at most "
@@ -79,6 +77,12 @@ def _grid(variant, config, m: int, n: int, splits: int = 1) -> tuple[int, int, i
     if splits > MAX_GRID_Z:
         raise ValueError(f"splits = {splits} is over CUDA's grid limit of {MAX_GRID_Z} on z")
     return (-(-n // tile_n), rows, splits)
+
+
+def _row_chunks(variant, config, m: int) -> list[tuple[int, int]]:
+    """(first row, row count) of each launch: at most MAX_GRID_Y row blocks a launch."""
+    step = MAX_GRID_Y * variant.tile(config)[0]
+    return [(first, min(step, m - first)) for first in range(0, m, step)]
 
 
 def _check_splits(variant, splits) -> None:
@@ -167,12 +171,26 @@ def matmul(
     else:
         count = splits or 1
     count = dispatch.effective_splits(chosen, settings, k, count)
-    grid = _grid(chosen, settings, m, n, count)
     # The kernels index rows directly, so strided views are made contiguous first.
     a = cupy.ascontiguousarray(a)
     b = cupy.ascontiguousarray(b)
     dims = (numpy.int32(m), numpy.int32(n), numpy.int32(k))
     kernel = get_kernel(chosen, settings)
+    if count == 1 and chosen.row_chunks:
+        for first, rows in _row_chunks(chosen, settings, m):
+            kernel(
+                _grid(chosen, settings, rows, n),
+                chosen.threads(settings),
+                (
+                    a[first : first + rows],
+                    b,
+                    out[first : first + rows],
+                    numpy.int32(rows),
+                    *dims[1:],
+                ),
+            )
+        return out
+    grid = _grid(chosen, settings, m, n, count)
     if count == 1:
         kernel(grid, chosen.threads(settings), (a, b, out, *dims))
         return out

@@ -42,9 +42,11 @@ class Variant:
     gives the block shape and ``tile`` the (rows, columns) of C one block computes, both from a
     configuration, so the grid is ceil(N / tile columns) × ceil(M / tile rows). ``constraints``
     mirror the kernel's static_asserts, and ``shared_bytes`` its static shared memory, so a bad
-    configuration is refused in Python before anything compiles. ``row_loop``: the kernel steps
-    over rows, so the grid's y extent may stop at CUDA's limit. ``split_k``: the kernel splits K
-    over gridDim.z into a workspace that its ``sum_kernel_name`` kernel adds up. ``dispatch``: with no explicit
+    configuration is refused in Python before anything compiles. ``row_chunks``: when M needs
+    more row blocks than the grid's y limit, ``gemm.matmul`` launches the kernel once per chunk
+    of rows (on row slices of A and C), so the kernel itself stays one element a thread.
+    ``split_k``: the kernel splits K over gridDim.z into a workspace that its
+    ``sum_kernel_name`` kernel adds up. ``dispatch``: with no explicit
     configuration, ``gemm.dispatch`` picks one (and a split count) per shape and GPU;
     ``table_only`` marks configurations only a measured tuning table may pick. ``switches``
     names the constants that turn a kernel feature off (0) or on (1); every other constant is a
@@ -59,7 +61,7 @@ class Variant:
     tile: Callable[[Config], tuple[int, int]] | None = None
     constraints: tuple[Constraint, ...] = ()
     shared_bytes: Callable[[Config], int] = field(default=lambda c: 0, compare=False)
-    row_loop: bool = False
+    row_chunks: bool = False
     split_k: bool = False
     dispatch: bool = False
     table_only: Callable[[Config], bool] = field(default=lambda c: False, compare=False)
@@ -232,7 +234,7 @@ VARIANTS: Mapping[str, Variant] = MappingProxyType(
             configs=(_frozen({"BLOCK_X": 16, "BLOCK_Y": 16}),),
             threads=lambda c: (c["BLOCK_X"], c["BLOCK_Y"], 1),
             tile=lambda c: (c["BLOCK_Y"], c["BLOCK_X"]),
-            row_loop=True,
+            row_chunks=True,
         ),
         "tiled": Variant(
             name="tiled",

@@ -144,7 +144,7 @@ def test_dispatch_on_asv_shapes(shape, rng):
 
 @gpu
 def test_naive_any_m(rng):
-    """naive is right past 65535 row blocks (M > 1,048,560): the kernel loops over grid rows."""
+    """naive is right past 65535 row blocks (M > 1,048,560): matmul launches it per row chunk."""
     import cupy
 
     m, n, k = 1_100_000, 4, 4

@@ -186,16 +186,20 @@ class TestConfigurationLimits:
 class TestGrid:
     """Launch geometry from the registry (gemm._api._grid)."""
 
-    def test_naive_loops_over_rows_past_the_grid_limit(self):
-        """naive caps gridDim.y at 65535 and loops over the rest of the rows, so any M works."""
-        from gemm._api import _grid
+    def test_naive_launches_per_row_chunk(self):
+        """naive is launched once per chunk of at most 65535 row blocks, so any M works."""
+        from gemm._api import _grid, _row_chunks
 
         naive = VARIANTS["naive"]
-        assert _grid(naive, naive.config, 1_100_000, 4) == (1, 65535, 1)
-        assert _grid(naive, naive.config, 100, 4) == (1, 7, 1)
+        chunks = _row_chunks(naive, naive.config, 1_100_000)
+        assert chunks == [(0, 65535 * 16), (65535 * 16, 1_100_000 - 65535 * 16)]
+        assert [_grid(naive, naive.config, rows, 4)[1] for _, rows in chunks] == [65535, 3215]
+        assert _row_chunks(naive, naive.config, 100) == [(0, 100)]
+        with pytest.raises(ValueError, match="over CUDA's grid limit of 65535"):
+            _grid(naive, naive.config, 1_100_000, 4)  # one launch for all of it would not fit
 
     def test_tiled_refuses_rows_past_the_grid_limit(self):
-        """A kernel without the row loop names the limit instead of launching a bad grid."""
+        """A variant launched in one piece names the limit instead of launching a bad grid."""
         from gemm._api import _grid
 
         tiled = VARIANTS["tiled"]
