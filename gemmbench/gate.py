@@ -29,6 +29,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from . import exitcodes
+from . import machine as gpu_machine
 from . import thresholds as thresholds_mod
 from .gate_decision import (
     BROKEN,
@@ -432,7 +433,8 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         "--gpus",
         default=None,
         help="all, or GPU indices/UUIDs such as 0,1: spread the cases over these GPUs, one gate "
-        "per GPU at once (docs/gate.md, 'Several GPUs'; default: one GPU)",
+        "per GPU at once; one: a single GPU (docs/gate.md, 'Several GPUs'; default: spread over "
+        "every GPU this process may use when there are several, else one)",
     )
     parser.add_argument(
         "--cases-from",
@@ -480,6 +482,14 @@ def _write_outputs(report: Report, args: argparse.Namespace) -> None:
         progress(f"cannot write the summary: {exc}")
 
 
+def _visible_gpus() -> list[str]:
+    """The GPUs a default gate may spread over; none known (no driver, CPU cases) is one GPU."""
+    try:
+        return gpu_machine.visible_gpus()
+    except gpu_machine.NoGpuError:
+        return []
+
+
 def _spread(args: argparse.Namespace) -> int:
     """`gate --gpus`: one gate per GPU (gemmbench/gate_gpus.py), interruptible like one gate."""
     from .gate_gpus import spread
@@ -509,6 +519,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         if path and (why := cannot_write(path, option)):  # before any checkout or GPU work
             print(f"gemmbench gate: {why}", file=sys.stderr)
             return exitcodes.USAGE
+    if args.gpus == "one":
+        args.gpus = None
+    elif args.gpus is None and len(uuids := _visible_gpus()) > 1:
+        # Measured on two H200s: spreading gave the same verdicts in 9-14% less wall time, while
+        # replicating (two full gates at once) took 13% longer for rounds the noise did not need.
+        progress(f"{len(uuids)} GPUs visible: spreading the cases over them (--gpus one: one GPU)")
+        args.gpus = ",".join(uuids)
     if args.gpus is not None:
         return _spread(args)
     started = time.perf_counter()

@@ -272,6 +272,21 @@ def list_gpus() -> list[tuple[str, str]]:
     return [(row["index"] or "", row["uuid"] or "") for row in rows]
 
 
+def visible_gpus() -> list[str]:
+    """UUIDs of the GPUs this process may use: those CUDA_VISIBLE_DEVICES names (by index or
+    UUID), or every GPU nvidia-smi lists when it is unset. Empty when an entry names neither (a
+    MIG instance, a UUID prefix): then only CUDA knows, and callers stay on one GPU."""
+    gpus = list_gpus()
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is None:
+        return [uuid for _, uuid in gpus]
+    by_name = {index: uuid for index, uuid in gpus} | {uuid: uuid for _, uuid in gpus}
+    items = [item.strip() for item in visible.split(",")]
+    if not all(item in by_name for item in items):
+        return []
+    return [by_name[item] for item in items]
+
+
 def select_gpus(spec: str | None) -> list[str]:
     """UUIDs of the GPUs a run uses: --gpus all, a list of indices or UUIDs, or (None) the one
     device CUDA uses first, as a single-GPU run always has."""

@@ -126,7 +126,7 @@ def published_form(html: Path) -> dict:
     index = json.loads((html / "index.json").read_text())
     graphs = {}
     for path in (html / "graphs").rglob("*.json"):
-        if "summary" in path.parts:
+        if "summary" in path.parts or path.name == "summary.json":  # asv's per-machine digest
             continue
         points = json.loads(path.read_text())
         widths = sorted({len(p[1]) if isinstance(p[1], list) else 1 for p in points})

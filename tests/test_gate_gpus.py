@@ -80,6 +80,28 @@ class TestSpreadEndToEnd:
         assert "GEMM performance gate on 2 GPUs (spread)" in (repo.tmp / "summary.md").read_text()
         repo.assert_clean()
 
+    def test_default_spreads_over_the_visible_gpus(self, repo):
+        """Without --gpus, a host with several visible GPUs spreads (the measured winner)."""
+        base = repo.git("rev-parse", "HEAD")
+        code, output, result = repo.gate(base, base)
+        assert code == 0, output
+        assert result["mode"] == "spread" and len(result["gpus"]) == 2
+        assert "2 GPUs visible: spreading" in output
+        repo.assert_clean()
+
+    @pytest.mark.parametrize(
+        ("extra", "visible"), [(("--gpus", "one"), None), ((), "1"), ((), UUIDS[0])]
+    )
+    def test_one_gpu_when_asked_or_pinned(self, repo, extra, visible):
+        """--gpus one, or CUDA_VISIBLE_DEVICES naming one GPU, keeps the single gate."""
+        if visible is not None:
+            repo.env["CUDA_VISIBLE_DEVICES"] = visible
+        base = repo.git("rev-parse", "HEAD")
+        code, output, result = repo.gate(base, base, *extra)
+        assert code == 0, output
+        assert "mode" not in result and "spreading" not in output
+        repo.assert_clean()
+
     def test_unknown_gpu_is_usage(self, repo):
         """--gpus naming a GPU the host lacks exits 2 in one line, measuring nothing."""
         base = repo.git("rev-parse", "HEAD")

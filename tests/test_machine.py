@@ -306,6 +306,27 @@ class TestSelectGpus:
             machine.select_gpus(spec)
 
 
+class TestVisibleGpus:
+    """Tests for `visible_gpus`: which GPUs a default gate may spread over."""
+
+    def test_unset_is_every_gpu(self, two_gpu_host, monkeypatch):
+        monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+        assert machine.visible_gpus() == list(two_gpu_host)
+
+    def test_pinned_by_index_or_uuid(self, two_gpu_host, monkeypatch):
+        a, b = two_gpu_host
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+        assert machine.visible_gpus() == [b]
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", f"{b},0")
+        assert machine.visible_gpus() == [b, a]
+
+    @pytest.mark.parametrize("visible", ["MIG-1234", "GPU-ab", "0,MIG-1234"])
+    def test_unknown_entry_is_none(self, two_gpu_host, monkeypatch, visible):
+        """A MIG instance or a UUID prefix: only CUDA knows which GPU, so stay on one."""
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+        assert machine.visible_gpus() == []
+
+
 class TestMachineGpus:
     """Tests for `machine --gpus`: UUIDs recorded, a changed device refused."""
 
