@@ -88,11 +88,12 @@ class TestWarpTileMapping:
         """(row, column) pairs of the block tile that thread ``tid`` computes and stores."""
         c = config
         warps_x, lanes_y, lanes_x = c["BN"] // c["WN"], c["WM"] // c["TM"], c["WN"] // c["TN"]
+        stride_m, stride_n = 4 * c["BM"] // c["TM"], 4 * c["BN"] // c["TN"]
         warp, lane = divmod(tid, 32)
-        row1 = (warp // warps_x) * c["WM"] + (lane // lanes_x) * 4
-        col1 = (warp % warps_x) * c["WN"] + (lane % lanes_x) * 4
+        row1 = (warp // warps_x) * 4 * lanes_y + (lane // lanes_x) * 4
+        col1 = (warp % warps_x) * 4 * lanes_x + (lane % lanes_x) * 4
         return [
-            (row1 + g * 4 * lanes_y + i, col1 + h * 4 * lanes_x + j)
+            (row1 + g * stride_m + i, col1 + h * stride_n + j)
             for g in range(c["TM"] // 4)
             for i in range(4)
             for h in range(c["TN"] // 4)
@@ -107,6 +108,23 @@ class TestWarpTileMapping:
         assert len(owned) == len(set(owned)) == config["BM"] * config["BN"]
         assert {r for r, _ in owned} == set(range(config["BM"]))
         assert {c for _, c in owned} == set(range(config["BN"]))
+
+    @pytest.mark.parametrize("config", VARIANTS["coarsened"].configs, ids=config_name)
+    def test_full_width_warp_is_the_thread_row_layout(self, config):
+        """WN = BN gives thread tid rows ty*4 + g*4*THREADS_Y + i, columns tx*4 + g*4*THREADS_X
+        + j (ty, tx = divmod(tid, THREADS_X)): the layout measured before warp tiles existed."""
+        if config["WN"] != config["BN"]:
+            pytest.skip("a warp tile narrower than the block")
+        threads_y, threads_x = config["BM"] // config["TM"], config["BN"] // config["TN"]
+        for tid in range(threads_y * threads_x):
+            ty, tx = divmod(tid, threads_x)
+            assert self.outputs(config, tid) == [
+                (ty * 4 + g * 4 * threads_y + i, tx * 4 + h * 4 * threads_x + j)
+                for g in range(config["TM"] // 4)
+                for i in range(4)
+                for h in range(config["TN"] // 4)
+                for j in range(4)
+            ]
 
     @pytest.mark.parametrize("config", VARIANTS["coarsened"].configs, ids=config_name)
     def test_warp_reads_few_float4s(self, config):

@@ -1,7 +1,7 @@
 // C[M×N] = A[M×K]·B[K×N], float32, row-major. Step 3: tiled + coarsened. A block computes a BM×BN
 // tile of C from BK-deep shared-memory tiles; each thread keeps TM×TN outputs in registers, so one
-// value read from shared memory feeds TN (or TM) multiply-adds instead of one; a warp owns WM×WN
-// of the tile. Block (BM/TM)·(BN/TN) threads (1-D); grid ceil(N/BN) × ceil(M/BM) × splits of K.
+// value read from shared memory feeds TN (or TM) multiply-adds instead of one; a warp's lanes form
+// a WM×WN warp tile. Block (BM/TM)·(BN/TN) threads (1-D); grid ceil(N/BN) × ceil(M/BM) × splits of K.
 #ifndef BM
 #error "BM is not defined: compile-time constants come from the registry, gemm/variants.py"
 #endif
@@ -11,7 +11,8 @@
 #ifndef BK
 #error "BK is not defined: compile-time constants come from the registry, gemm/variants.py"
 #endif
-// The warp tile: the WM×WN region of the block tile that one warp's 32 threads compute.
+// The warp tile: WM×WN outputs, one group of four per lane in each of the 32 lanes (LANES_Y·4 ×
+// LANES_X·4 elements), repeated TM/4 × TN/4 times across the block tile (see the kernel).
 #ifndef WM
 #error "WM is not defined: compile-time constants come from the registry, gemm/variants.py"
 #endif
@@ -44,6 +45,8 @@
 #define WARPS_X (BN / WN)  // warps across the block tile
 #define LANES_Y (WM / TM)  // a warp's 32 lanes as LANES_Y rows × LANES_X columns of thread tiles
 #define LANES_X (WN / TN)
+#define STRIDE_M (4 * BM / TM)  // rows between a thread's groups of four: BM over TM/4 groups
+#define STRIDE_N (4 * BN / TN)
 // Row padding of the transposed A tile: the 4-float shift spreads the transposing stores over all
 // 32 banks, and keeps each row 16-byte aligned for the float4 reads.
 #define AS_PAD 4
@@ -189,17 +192,18 @@ gemm_coarsened(const float* __restrict__ A, const float* __restrict__ B, float* 
     };
 #endif
 
-    // Warp tiling: each warp computes a WM×WN region of the block tile, its 32 lanes laid out
-    // LANES_Y × LANES_X. Per K-step a warp reads only LANES_Y distinct float4s of A and LANES_X
-    // of B from shared memory (the other lanes' reads are broadcasts), so a squarer warp tile
-    // needs fewer shared-memory wavefronts than one warp across the block's full width.
+    // Warp tiling: a warp's 32 lanes are laid out LANES_Y × LANES_X, each lane a 4×4 piece of
+    // C, so per K-step a warp reads only LANES_Y distinct float4s of A and LANES_X of B from
+    // shared memory (the other lanes' reads are broadcasts): a squarer warp needs fewer
+    // shared-memory wavefronts than one warp across the block's full width.
     const int warp = tid / 32, lane = tid % 32;
-    const int warp_row = (warp / WARPS_X) * WM, warp_col = (warp % WARPS_X) * WN;
     const int ly = lane / LANES_X, lx = lane % LANES_X;
-    // A thread owns rows row1 + g*4*LANES_Y + i and columns col1 + g*4*LANES_X + j (i, j < 4):
-    // groups of four strided across the warp tile, so the lanes' float4 reads of a B row are
-    // contiguous.
-    const int row1 = warp_row + ly * 4, col1 = warp_col + lx * 4;
+    // A thread owns rows row1 + g*STRIDE_M + i and columns col1 + g*STRIDE_N + j (i, j < 4): its
+    // TM/4 × TN/4 groups of four repeat across the whole block tile, so at every group the warp's
+    // float4 reads of a row of A or B are contiguous. With a full-width warp (WN = BN) this is
+    // the layout of one thread row after another.
+    const int row1 = (warp / WARPS_X) * 4 * LANES_Y + ly * 4;
+    const int col1 = (warp % WARPS_X) * 4 * LANES_X + lx * 4;
     float acc[TM][TN];
 #pragma unroll
     for (int i = 0; i < TM; ++i)
@@ -220,12 +224,12 @@ gemm_coarsened(const float* __restrict__ A, const float* __restrict__ B, float* 
             float a[TM], b[TN];
 #pragma unroll
             for (int g = 0; g < TM / 4; ++g) {
-                const float4 v = *reinterpret_cast<const float4*>(&As[buf][k][row1 + g * 4 * LANES_Y]);
+                const float4 v = *reinterpret_cast<const float4*>(&As[buf][k][row1 + g * STRIDE_M]);
                 a[g * 4 + 0] = v.x; a[g * 4 + 1] = v.y; a[g * 4 + 2] = v.z; a[g * 4 + 3] = v.w;
             }
 #pragma unroll
             for (int g = 0; g < TN / 4; ++g) {
-                const float4 v = *reinterpret_cast<const float4*>(&Bs[buf][k][col1 + g * 4 * LANES_X]);
+                const float4 v = *reinterpret_cast<const float4*>(&Bs[buf][k][col1 + g * STRIDE_N]);
                 b[g * 4 + 0] = v.x; b[g * 4 + 1] = v.y; b[g * 4 + 2] = v.z; b[g * 4 + 3] = v.w;
             }
 #pragma unroll
@@ -243,11 +247,11 @@ gemm_coarsened(const float* __restrict__ A, const float* __restrict__ B, float* 
     for (int gi = 0; gi < TM / 4; ++gi)
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
-            const int r = row0 + row1 + gi * 4 * LANES_Y + i;
+            const int r = row0 + row1 + gi * STRIDE_M + i;
             if (r >= M) continue;
 #pragma unroll
             for (int gj = 0; gj < TN / 4; ++gj) {
-                const int c = col0 + col1 + gj * 4 * LANES_X;
+                const int c = col0 + col1 + gj * STRIDE_N;
                 const float* v = &acc[gi * 4 + i][gj * 4];
                 float* p = C + (size_t)r * N + c;
                 if (vec && c < N) {
