@@ -46,8 +46,12 @@ class Choice:
 
 
 def shape_class(m: int, n: int, k: int) -> str:
-    """The table's key for a shape: each dimension rounded to the nearest power of two (in log2)."""
-    return "x".join(str(2 ** round(math.log2(max(d, 1)))) for d in (m, n, k))
+    """The table's key for a shape: each dimension rounded to the nearest power of two (in log2),
+    and ``-scalar`` when N or K is not a multiple of 4: coarsened then loads its tiles one float
+    at a time instead of as float4s, a different code path with its own best configuration
+    (on the H200, 2048³ and 2049³ are fastest with different tiles)."""
+    rounded = "x".join(str(2 ** round(math.log2(max(d, 1)))) for d in (m, n, k))
+    return rounded if n % 4 == 0 and k % 4 == 0 else f"{rounded}-scalar"
 
 
 def blocks(variant: Variant, config: Config, m: int, n: int) -> int:

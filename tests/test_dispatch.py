@@ -22,9 +22,11 @@ class TestShapeClass:
     """Tests for shape_class."""
 
     def test_rounds_each_dimension_to_a_power_of_two(self):
-        """2049 falls in 2048's class, 3000 in 4096's, 1 stays 1."""
-        assert shape_class(2049, 2049, 2049) == "2048x2048x2048"
-        assert shape_class(3000, 64, 1) == "4096x64x1"
+        """2100 falls in 2048's class, 3000 in 4096's; N or K off a multiple of 4 is -scalar."""
+        assert shape_class(2049, 2048, 2048) == "2048x2048x2048"  # M does not decide the path
+        assert shape_class(2049, 2049, 2049) == "2048x2048x2048-scalar"
+        assert shape_class(2048, 2048, 2050) == "2048x2048x2048-scalar"
+        assert shape_class(3000, 64, 4) == "4096x64x4"
 
 
 class TestHeuristic:

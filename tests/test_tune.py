@@ -60,14 +60,17 @@ class TestPick:
         assert tune.pick(rows) == {"1024x1024x16384": ("A", 3)}
 
     def test_geometric_mean_over_a_class(self):
-        """2048³ and 2049³ share a class: the candidate best over both wins, not the best on one."""
+        """2048³ and 2100×2048×2048 share a class: the candidate best over both wins, not the
+        best on one. 2049³ (the scalar path) is a class of its own."""
         rows = [
             row((2048, 2048, 2048), "A", 1, 1.00),
             row((2048, 2048, 2048), "B", 1, 1.05),
+            row((2100, 2048, 2048), "A", 1, 1.60),
+            row((2100, 2048, 2048), "B", 1, 1.10),
             row((2049, 2049, 2049), "A", 1, 1.60),
-            row((2049, 2049, 2049), "B", 1, 1.10),
+            row((2049, 2049, 2049), "B", 1, 1.70),
         ]
-        assert tune.pick(rows) == {"2048x2048x2048": ("B", 1)}
+        assert tune.pick(rows) == {"2048x2048x2048": ("B", 1), "2048x2048x2048-scalar": ("A", 1)}
 
     def test_tie_prefers_fewer_splits(self):
         """Equal times: the unsplit candidate wins (no workspace pass for nothing)."""
@@ -155,7 +158,7 @@ class TestCommandLine:
         deep = len(tune.candidates(COARSENED, 1024, 1024, 16384, 132))
         odd = len(tune.candidates(COARSENED, 2049, 2049, 2049, 132))
         assert f"1024x1024x16384 (1024x1024x16384): {deep}:" in done.stdout
-        assert f"2049x2049x2049 (2048x2048x2048): {odd}:" in done.stdout
+        assert f"2049x2049x2049 (2048x2048x2048-scalar): {odd}:" in done.stdout
 
     def test_dry_run_counts_launches(self):
         """--dry-run's last line counts candidates, cuBLAS and launches, for a time estimate."""
