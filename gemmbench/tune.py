@@ -146,6 +146,12 @@ def markdown(gpu: dispatch.Gpu, tuned: str, rows: list[dict], winners: dict, arg
         f"with NaN), then median of {args.repeat} DeviceTimer samples after {args.warmup} "
         f"warm-ups, L2 {L2_POLICY} (flushed before every sample), TF32 off.",
     ]
+    if getattr(args, "repick", None):
+        lines += [
+            "",
+            f"Re-picked without a GPU by `python -m gemmbench tune --repick` from these "
+            f"measurements ({args.repick_note}), under the shape classes of {_commit()}.",
+        ]
     if args.skipped:
         lines += [
             "",
@@ -160,7 +166,7 @@ def markdown(gpu: dispatch.Gpu, tuned: str, rows: list[dict], winners: dict, arg
     ]
     variant = VARIANTS["coarsened"]
     for klass, (name, splits) in winners.items():
-        m, n, k = (int(d) for d in klass.split("x"))
+        m, n, k = (int(d) for d in klass.removesuffix("-scalar").split("x"))
         guess = dispatch.heuristic(variant, m, n, k, gpu.sm_count)
         lines.append(
             f"| {klass} | {name} | {splits} | {config_name(guess.config)} × {guess.splits} |"
@@ -175,7 +181,8 @@ def markdown(gpu: dispatch.Gpu, tuned: str, rows: list[dict], winners: dict, arg
         return "–" if value is None else format(value, spec)
 
     for r in rows:
-        mark = "**" if winners.get(r["class"]) == (r["config"], r["splits"]) else ""
+        klass = dispatch.shape_class(r["m"], r["n"], r["k"])
+        mark = "**" if winners.get(klass) == (r["config"], r["splits"]) else ""
         milliseconds = None if r["median_s"] is None else r["median_s"] * 1e3
         lines.append(
             f"| {r['m']}×{r['n']}×{r['k']} | {mark}{r['config']}{mark} | {r['splits']} | "
@@ -334,6 +341,20 @@ def _parser() -> OneLineErrorParser:
         "(no GPU needed)",
     )
     p.add_argument("--sm-count", type=int, default=132, help="multiprocessors, for --dry-run")
+    p.add_argument(
+        "--repick",
+        metavar="JSON",
+        type=Path,
+        help="no GPU: pick the winners again from an earlier run's --json measurements (e.g. "
+        "after the shape classes changed) for the GPU already in the table, keeping its "
+        "'tuned' stamp unless --tuned gives that run's; --repeat and --warmup describe that run",
+    )
+    p.add_argument(
+        "--tuned",
+        metavar="TEXT",
+        help="with --repick: when and at which commit the "
+        "measurements were taken, e.g. '2026-11-29 at 7503fcf'",
+    )
     return p
 
 
@@ -372,6 +393,58 @@ def table_entry(gpu: dispatch.Gpu, tuned: str, winners: dict, skipped: list) -> 
     }
 
 
+_ROW_KEYS = frozenset({"m", "n", "k", "config", "splits", "median_s", "correct"})
+
+
+def repick(args) -> int:
+    """``--repick``: the table and doc from stored measurements, for the one GPU in the table."""
+    try:
+        rows = json.loads(args.repick.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        print(f"gemmbench tune: --repick {args.repick}: cannot read JSON: {exc}", file=sys.stderr)
+        return exitcodes.USAGE
+    if (
+        not isinstance(rows, list)
+        or not rows
+        or not all(isinstance(r, dict) and _ROW_KEYS <= r.keys() for r in rows)
+    ):
+        print(
+            f"gemmbench tune: --repick {args.repick}: not a tune --json file (a list of rows "
+            f"with {', '.join(sorted(_ROW_KEYS))})",
+            file=sys.stderr,
+        )
+        return exitcodes.USAGE
+    if len(TABLES) != 1:
+        print(
+            f"gemmbench tune: --repick needs exactly one GPU in {args.table}, found {len(TABLES)}",
+            file=sys.stderr,
+        )
+        return exitcodes.USAGE
+    ((name, entry),) = TABLES.items()
+    gpu = dispatch.Gpu(name, entry["compute_capability"], entry["sm_count"])
+    for option, path in (("--table", args.table), ("--doc", args.doc)):
+        if why := cannot_write(path, option):
+            print(f"gemmbench tune: {why}", file=sys.stderr)
+            return exitcodes.USAGE
+    shapes = list(dict.fromkeys((r["m"], r["n"], r["k"]) for r in rows))
+    args.shape_texts = ["x".join(map(str, s)) for s in shapes]
+    args.skipped = []
+    args.repick_note = f"`{args.repick.name}`, {len(rows)} rows"
+    winners = pick([r for r in rows if r["correct"] and r["median_s"] is not None])
+    tuned = args.tuned or entry["tuned"]
+    tables = {name: {**entry, "tuned": tuned, "coarsened": dict(sorted(winners.items()))}}
+    args.table.write_text(render_table(tables), encoding="utf-8")
+    doc = args.doc.read_text(encoding="utf-8") if args.doc.exists() else "# Tuning\n"
+    section = markdown(gpu, tuned, rows, winners, args)
+    args.doc.write_text(replace_section(doc, name, section), encoding="utf-8")
+    print(
+        f"re-picked {args.table} and {args.doc} from {args.repick}: {name}, {len(winners)} classes"
+    )
+    for klass, (config, splits) in winners.items():
+        print(f"  {klass}: {config} × {splits}")
+    return exitcodes.OK
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
@@ -384,6 +457,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.dry_run:
         dry_run(shapes, args)
         return exitcodes.OK
+    if args.repick:
+        return repick(args)
     # Every file it will write, checked before the GPU is even looked for.
     for option, path in (("--json", args.json), ("--table", args.table), ("--doc", args.doc)):
         if path and (why := cannot_write(path, option)):

@@ -219,6 +219,58 @@ class TestCommandLine:
         assert table.read_text() == "old table\n" and doc.read_text() == "old doc\n"
 
 
+class TestRepick:
+    """`tune --repick`: the table and doc again from stored measurements, no GPU."""
+
+    def rows(self):
+        rows = [
+            row((2048, 2048, 2048), "A", 1, 1.00),
+            row((2048, 2048, 2048), "B", 1, 1.05),
+            row((2049, 2049, 2049), "A", 1, 1.60),
+            row((2049, 2049, 2049), "B", 1, 1.10),
+        ]
+        for r in rows:
+            r.update(correct=True, tflops=1.0, fraction_of_cublas=0.9, relative_error=1e-7)
+        return rows
+
+    def test_repick_splits_the_scalar_class(self, tmp_path):
+        """2048³ and 2049³ get their own winners; the stamp is the one given."""
+        import json
+
+        measured = tmp_path / "tune.json"
+        measured.write_text(json.dumps(self.rows()))
+        table, doc = tmp_path / "table.py", tmp_path / "tuning.md"
+        code = tune.main(
+            [
+                "--repick",
+                str(measured),
+                "--table",
+                str(table),
+                "--doc",
+                str(doc),
+                "--tuned",
+                "2026-01-01 at abc1234",
+            ]
+        )
+        assert code == 0
+        text = table.read_text()
+        assert '"2048x2048x2048": ("A", 1)' in text
+        assert '"2048x2048x2048-scalar": ("B", 1)' in text
+        assert '"tuned": "2026-01-01 at abc1234"' in text
+        assert "Re-picked without a GPU" in doc.read_text()
+
+    @pytest.mark.parametrize("content", ["not json", "[]", '[{"m": 1}]', '{"rows": []}'])
+    def test_not_a_tune_json_is_usage(self, tmp_path, content, capsys):
+        """Anything but a tune --json file: exit 2, one line, nothing written."""
+        measured = tmp_path / "tune.json"
+        measured.write_text(content)
+        table = tmp_path / "table.py"
+        code = tune.main(["--repick", str(measured), "--table", str(table)])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert code == 2 and len(err) == 1 and "--repick" in err[0]
+        assert not table.exists()
+
+
 class TestEvidenceScript:
     """scripts/kernels-evidence.sh's CPU paths: its dry run and usage errors."""
 
