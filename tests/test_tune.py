@@ -295,6 +295,31 @@ class TestEvidenceScript:
         done = subprocess.run(["bash", str(self.SCRIPT), *args], capture_output=True, text=True)
         assert done.returncode == 2 and "usage: scripts/kernels-evidence.sh OUTDIR" in done.stderr
 
+    STEP_SCRIPT = tune.REPO / "scripts" / "kernel-step-evidence.sh"
+
+    @pytest.mark.parametrize(
+        "args",
+        [
+            [],
+            ["--help"],
+            ["OUT", "main:HEAD"],
+            ["OUT", "main:HEAD:Coarsened-4096"],
+            ["OUT", "a:b:c:d"],
+        ],
+    )
+    def test_step_usage(self, tmp_path, args):
+        """kernel-step-evidence.sh: no OUTDIR, or a gate step not BASE:HEAD:CASES, exits 2
+        before touching the GPU or creating OUTDIR."""
+        args = [str(tmp_path / "out") if a == "OUT" else a for a in args]
+        done = subprocess.run(
+            ["bash", str(self.STEP_SCRIPT), *args], capture_output=True, text=True
+        )
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.strip() == (
+            "usage: scripts/kernel-step-evidence.sh OUTDIR [BASE:HEAD:CASES ...]"
+        )
+        assert not (tmp_path / "out").exists()
+
 
 class MeasureDouble:
     """A test double of gemmbench.measure, following its documented behaviour without a GPU.
