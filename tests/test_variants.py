@@ -84,21 +84,24 @@ class TestWarpTileMapping:
     """The thread -> output mapping of 03_coarsened.cu, mirrored here, for every configuration."""
 
     @staticmethod
-    def outputs(config, tid):
+    def groups_of_four(config, row1, col1, stride_m, stride_n):
+        """A thread's TM×TN outputs: groups of four from (row1, col1), strided as given."""
+        return [
+            (row1 + g * stride_m + i, col1 + h * stride_n + j)
+            for g in range(config["TM"] // 4)
+            for i in range(4)
+            for h in range(config["TN"] // 4)
+            for j in range(4)
+        ]
+
+    def outputs(self, config, tid):
         """(row, column) pairs of the block tile that thread ``tid`` computes and stores."""
         c = config
         warps_x, lanes_y, lanes_x = c["BN"] // c["WN"], c["WM"] // c["TM"], c["WN"] // c["TN"]
-        stride_m, stride_n = 4 * c["BM"] // c["TM"], 4 * c["BN"] // c["TN"]
         warp, lane = divmod(tid, 32)
         row1 = (warp // warps_x) * 4 * lanes_y + (lane // lanes_x) * 4
         col1 = (warp % warps_x) * 4 * lanes_x + (lane % lanes_x) * 4
-        return [
-            (row1 + g * stride_m + i, col1 + h * stride_n + j)
-            for g in range(c["TM"] // 4)
-            for i in range(4)
-            for h in range(c["TN"] // 4)
-            for j in range(4)
-        ]
+        return self.groups_of_four(c, row1, col1, 4 * c["BM"] // c["TM"], 4 * c["BN"] // c["TN"])
 
     @pytest.mark.parametrize("config", VARIANTS["coarsened"].configs, ids=config_name)
     def test_every_output_once(self, config):
@@ -118,13 +121,8 @@ class TestWarpTileMapping:
         threads_y, threads_x = config["BM"] // config["TM"], config["BN"] // config["TN"]
         for tid in range(threads_y * threads_x):
             ty, tx = divmod(tid, threads_x)
-            assert self.outputs(config, tid) == [
-                (ty * 4 + g * 4 * threads_y + i, tx * 4 + h * 4 * threads_x + j)
-                for g in range(config["TM"] // 4)
-                for i in range(4)
-                for h in range(config["TN"] // 4)
-                for j in range(4)
-            ]
+            before = self.groups_of_four(config, ty * 4, tx * 4, 4 * threads_y, 4 * threads_x)
+            assert self.outputs(config, tid) == before
 
     @pytest.mark.parametrize("config", VARIANTS["coarsened"].configs, ids=config_name)
     def test_warp_reads_few_float4s(self, config):
