@@ -582,3 +582,14 @@ class TestBlame:
             run._after_round_failure(
                 failure, {"base": StubWorker(), "head": StubWorker()}, self.REQUEST
             )
+
+
+def test_default_provider_offers_the_scalar_path():
+    """coarsened's scalar path (N, K not multiples of 4) has a gate case, and every variant is
+    offered at every size; nothing is allocated before a case is prepared."""
+    from gemm import VARIANTS
+    from gemmbench.cases import SIZES, gemm_cases
+
+    names = [case.name for case in gemm_cases()]
+    assert "coarsened-2049" in names
+    assert sorted(names) == sorted(f"{v}-{n}" for v in VARIANTS for n in SIZES)
