@@ -29,6 +29,18 @@ git -C "$source_repo" rev-parse --verify -q main >/dev/null ||
     { echo "climb-publish: $source_repo has no branch main; set CLIMB_REPO to a clone holding the measured commits" >&2; exit 2; }
 results=$(cd "$results" && pwd)
 png=$(cd "$png_dir" && pwd)/$(basename "$png")
+# The commits the results name must be in CLIMB_REPO, or asv publish cannot date or place them.
+missing=()
+for file in "$results"/*/*-*.json; do
+    [[ -e $file ]] || continue
+    sha=$(grep -o '"commit_hash": *"[0-9a-f]*"' "$file" | grep -o '[0-9a-f]\{40\}')
+    git -C "$source_repo" cat-file -e "${sha:-none}^{commit}" 2>/dev/null || missing+=("${sha:0:12}")
+done
+if ((${#missing[@]} > 0)); then
+    echo "climb-publish: ${#missing[@]} result file(s) name commits not in $source_repo (${missing[*]});" \
+        "fetch them or set CLIMB_REPO to a clone that has them" >&2
+    exit 2
+fi
 
 # shellcheck source=scripts/_env.sh
 source "$repo/scripts/_env.sh"
@@ -38,18 +50,6 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/climb-publish.XXXXXX")
 cleanup() { rm -rf "$work"; }
 trap cleanup EXIT
 cp -R "$results" "$work/results" || exit 1
-# The commits the results name must be in CLIMB_REPO, or asv publish cannot date or place them.
-missing=0
-for file in "$work"/results/*/*-*.json; do
-    [[ -e $file ]] || continue
-    sha=$("$PY" -c 'import json, sys; print(json.load(open(sys.argv[1]))["commit_hash"])' "$file")
-    if ! git -C "$source_repo" cat-file -e "$sha^{commit}" 2>/dev/null; then
-        echo "climb-publish: commit ${sha:0:12} of $(basename "$file") is not in $source_repo; fetch it or set CLIMB_REPO" >&2
-        missing=1
-    fi
-done
-((missing == 0)) || exit 2
-
 "$PY" "$repo/scripts/multigpu_evidence.py" config "$repo/asv.conf.json" "$work/asv.conf.json" \
     "$source_repo" "$work/results" "$work/html" main || exit 1
 echo "=== check-results"
