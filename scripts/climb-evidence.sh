@@ -22,6 +22,7 @@
 # OUTDIR gets results/ (asv), commits.txt, history-<sha>.txt, history-runs.jsonl, skipped.txt.
 # Exit: 0 every commit stored; 1 some commit not stored; 2 usage; 4 no usable GPU.
 set -uo pipefail
+started=$SECONDS
 usage() {
     echo "usage: scripts/climb-evidence.sh [--dry-run] OUTDIR [COMMIT ...]   (env BUDGET_S, VARIANTS, ROUNDS)" >&2
     exit 2
@@ -98,8 +99,9 @@ else
 fi
 set +e
 cd "$repo" || exit 1
-started=$SECONDS
-hard_stop=290  # seconds: the whole stays within 5 minutes
+# Seconds from the start: a history still running then gets SIGINT (it stops asv and keeps what
+# is stored), SIGKILL 25 s later; with the reinstall on exit, the whole stays within 5 minutes.
+hard_stop=260
 left() { local n=$((hard_stop - (SECONDS - started))); echo $((n > 0 ? n : 1)); }
 run() { if [[ $dry == 1 ]]; then echo "+ $*"; return 0; fi; "$@"; }
 
@@ -156,7 +158,7 @@ for sha in "${order[@]}"; do
         continue
     fi
     t0=$(date +%s%N)
-    (cd "$clone" && HOME="$work/home" timeout "$(left)" "$PY" -m gemmbench history "$sha" \
+    (cd "$clone" && HOME="$work/home" timeout -s INT -k 25 "$(left)" "$PY" -m gemmbench history "$sha" \
         --machine "$machine" --python "$PY" --config "$work/climb.conf.json" --bench "$bench" \
         --asv-arg=-a --asv-arg="rounds=$rounds") >"$out/history-${sha:0:12}.txt" 2>&1
     rc=$?

@@ -6,7 +6,8 @@
 # RESULTS_DIR is what the GPU run left in OUTDIR/results; it is copied, never changed. The
 # commits are read from CLIMB_REPO (default: this checkout), whose `main` must hold them on its
 # first-parent line, as the GPU run's HEAD did. Needs Chromium, and npm once for the dashboard's
-# libraries (scripts/dashboard-screenshot.py). VARIANT=coarsened picks the graph.
+# libraries (scripts/dashboard-screenshot.py). VARIANT=coarsened picks the graph. Beside the PNG,
+# OUT_PNG with .md for .png gets the variant's median per commit and shape (scripts/climb_table.py).
 # Exit: 0 the PNG was saved and shows points; 1 a step failed; 2 usage.
 set -uo pipefail
 usage() { echo "usage: scripts/climb-publish.sh RESULTS_DIR OUT_PNG   (env CLIMB_REPO, VARIANT)" >&2; exit 2; }
@@ -61,3 +62,6 @@ grep -i "couldn't find\|warning" "$work/publish.log" >&2
 echo "=== screenshot of time_gemm, variant $variant, every shape"
 "$PY" "$repo/scripts/dashboard-screenshot.py" --html-dir "$work/html" --out "$png" \
     --benchmark bench_gemm.Gemm.time_gemm --param "variant=$variant" --log-scale || exit 1
+echo "=== $variant per commit: median device time (speed against cuBLAS in the same run); asv shapes, L2 flushed before each sample"
+"$PY" "$repo/scripts/climb_table.py" "$work/results" --variant "$variant" --repo "$source_repo" | tee "${png%.png}.md"
+((PIPESTATUS[0] == 0)) || exit 1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import re
 import shutil
@@ -29,6 +30,7 @@ def load_script(path: Path, name: str):
 
 generate = load_script(FIXTURE / "generate.py", "asv_fixture_generate")
 dashboard = load_script(REPO_ROOT / "scripts" / "dashboard-screenshot.py", "dashboard_screenshot")
+climb_table = load_script(REPO_ROOT / "scripts" / "climb_table.py", "climb_table")
 
 
 def bash(script: Path, *args: str, cwd: Path = REPO_ROOT, **env: str):
@@ -277,3 +279,34 @@ def test_publish_screenshots_every_shape(tmp_path):
     assert "y-axis-scale=log" in done.stdout
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
     assert sorted(p.name for p in results.rglob("*")) == before
+    rows = [line for line in png.with_suffix(".md").read_text().splitlines() if "| `" in line]
+    assert len(rows) == generate.COMMITS and "fixture commit 0" in rows[0]
+
+
+class TestTable:
+    """scripts/climb_table.py on the asv fixture (synthetic medians; coarsened 30% slower last)."""
+
+    def test_rows_oldest_first_with_cublas_ratio(self):
+        """One row per commit, oldest first, a cell per shape; the ratio is cuBLAS time over
+        coarsened time, so the fixture's slowed last commit shows a lower one."""
+        shas = [p.name[:8] for p in (FIXTURE / "results" / generate.MACHINE).glob("*-*.json")]
+        text = climb_table.table(FIXTURE / "results", "coarsened", None)
+        rows = [line for line in text.splitlines() if line.startswith("| `")]
+        assert len(rows) == generate.COMMITS and sorted(r[3:11] for r in rows) == sorted(shas)
+        suite = json.loads((FIXTURE / "results" / "benchmarks.json").read_text())
+        shapes = [p.strip("'") for p in suite["bench_gemm.Gemm.time_gemm"]["params"][1]]
+        assert text.splitlines()[0] == "| " + " | ".join(["commit", *shapes]) + " |"
+
+        def ratio(row: str) -> float:  # 4096³ is the third shape of the suite
+            return float(re.findall(r"\(([\d.]+)×\)", row)[2])
+
+        expected = generate.SECONDS_4096["cublas"] / generate.SECONDS_4096["coarsened"]
+        assert ratio(rows[0]) == pytest.approx(expected, rel=0.02)
+        assert ratio(rows[-1]) == pytest.approx(expected / generate.SLOWDOWN, rel=0.02)
+
+    def test_nothing_stored(self, tmp_path, capsys):
+        """A results folder without the variant says so in one line; a missing one exits 2."""
+        assert climb_table.main([str(tmp_path)]) == 0
+        assert capsys.readouterr().out.startswith("no bench_gemm.Gemm.time_gemm results")
+        assert climb_table.main([str(tmp_path / "none")]) == 2
+        assert "is not a folder" in capsys.readouterr().err
