@@ -50,7 +50,8 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/climb-publish.XXXXXX")
 # shellcheck disable=SC2317  # called by the EXIT trap
 cleanup() { rm -rf "$work"; }
 trap cleanup EXIT
-cp -R "$results" "$work/results" || exit 1
+# Writable copy: the device tool hands results back read-only, and cp keeps the mode.
+cp -R "$results" "$work/results" && chmod -R u+w "$work/results" || exit 1
 "$PY" "$repo/scripts/multigpu_evidence.py" config "$repo/asv.conf.json" "$work/asv.conf.json" \
     "$source_repo" "$work/results" "$work/html" main || exit 1
 echo "=== check-results"
