@@ -67,7 +67,8 @@ fi
 out=$(cd "$out" && pwd)
 
 # The estimate, in seconds (see the header), and the cap it puts on the list.
-pairs=$((${#variant_list[@]} * 6))
+shapes=$(grep -cE '^ +"[0-9]+x[0-9]+x[0-9]+": Shape\(' "$repo/benchmarks/common.py")  # SHAPES' entries
+pairs=$((${#variant_list[@]} * shapes))
 setup_s=20 per_commit_s=$((10 + (pairs * rounds * 3 + 1) / 2))
 fit=$(((budget - setup_s) / per_commit_s))
 ((fit >= 2)) || fit=2
@@ -86,7 +87,7 @@ for ((i = 1; i + 1 < ${#commits[@]}; i++)); do order+=("${commits[i]}"); done
 for sha in "${commits[@]}"; do git -C "$repo" log -1 --format='%h %s' "$sha" | cut -c1-100 >>"$out/commits.txt"; done
 echo "climb-evidence: ${#commits[@]} commits, oldest first (measured oldest, newest, then the rest):"
 sed 's/^/  /' "$out/commits.txt"
-echo "climb-evidence: time_gemm for ${variant_list[*]} on 6 shapes, $rounds round(s):" \
+echo "climb-evidence: time_gemm for ${variant_list[*]} on $shapes shapes, $rounds round(s):" \
     "estimated $((setup_s + ${#commits[@]} * per_commit_s)) s ($per_commit_s s a commit, BUDGET_S=$budget)"
 
 # _env.sh and history install into $PY, on the GPU machine a system python3 (PEP 668).

@@ -13,6 +13,10 @@ from pathlib import Path
 
 import pytest
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.common import SHAPES  # noqa: E402
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 EVIDENCE = REPO_ROOT / "scripts" / "climb-evidence.sh"
 PUBLISH = REPO_ROOT / "scripts" / "climb-publish.sh"
@@ -156,6 +160,7 @@ class TestDryRun:
             roles[r][:7] for r in ("base", "kernel", "merge")
         ]
         assert "3 commits, oldest first" in done.stdout
+        assert f"on {len(SHAPES)} shapes, 1 round(s)" in done.stdout  # the estimate's pair count
         assert re.search(r"estimated \d+ s \(\d+ s a commit, BUDGET_S=240\)", done.stdout)
         assert "dry run: nothing measured" in done.stdout
         assert not (tmp_path / "out" / "results").exists()
