@@ -2,6 +2,7 @@
 
     python -m gemmbench tune [SHAPE ...] [--repeat N] [--warmup N] [--budget-s S] [--json PATH]
     python -m gemmbench tune --dry-run [--sm-count N] [SHAPE ...]
+    python -m gemmbench tune --repick JSON [--tuned TEXT] [--repeat N] [--warmup N]
 
 Each SHAPE (N or MxNxK; default the asv suite's shapes and 8192³) is measured for every candidate
 (each registered configuration of each dispatching variant, and K-splits where its tiles leave
@@ -17,6 +18,10 @@ seconds have passed; the shapes not reached are named, and their classes keep th
 Exit: 0 done; 1 some candidate (or cuBLAS) gave a wrong result (the table is written from the
 others); 2 usage (checked before any GPU work, output paths included); 4 no usable GPU; 130
 interrupted (the table and docs/tuning.md left as they were).
+
+``--repick`` needs no GPU: it picks the winners again from an earlier run's ``--json`` rows (each
+row checked first, and every configuration must still be registered), for the one GPU the table
+holds. Exit 0, or 2 for a bad file or an option that only a measuring run takes.
 """
 
 from __future__ import annotations
@@ -347,7 +352,8 @@ def _parser() -> OneLineErrorParser:
         type=Path,
         help="no GPU: pick the winners again from an earlier run's --json measurements (e.g. "
         "after the shape classes changed) for the GPU already in the table, keeping its "
-        "'tuned' stamp unless --tuned gives that run's; --repeat and --warmup describe that run",
+        "'tuned' stamp unless --tuned gives that run's; --repeat and --warmup describe that run "
+        "(no SHAPE, --dry-run, --json or --budget-s with it)",
     )
     p.add_argument(
         "--tuned",
@@ -393,7 +399,46 @@ def table_entry(gpu: dispatch.Gpu, tuned: str, winners: dict, skipped: list) -> 
     }
 
 
-_ROW_KEYS = frozenset({"m", "n", "k", "config", "splits", "median_s", "correct"})
+_ROW_KEYS = frozenset(
+    {
+        "m",
+        "n",
+        "k",
+        "config",
+        "splits",
+        "median_s",
+        "correct",
+        "relative_error",
+        "tflops",
+        "fraction_of_cublas",
+    }
+)
+
+
+def _is_number(value, allow_none: bool = False) -> bool:
+    if value is None:
+        return allow_none
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _row_problem(row, registered: set[str]) -> str | None:
+    """Why one row of a tune --json file cannot be re-picked (None if it can)."""
+    if not isinstance(row, dict) or not _ROW_KEYS <= row.keys():
+        return f"not a tune --json row (a row has {', '.join(sorted(_ROW_KEYS))})"
+    dims = (row["m"], row["n"], row["k"], row["splits"])
+    if not all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in dims):
+        return "m, n, k and splits must be positive whole numbers"
+    if row["config"] not in registered:
+        # A table naming a configuration the registry lacks would be ignored by the dispatch.
+        return f"configuration {row['config']!r} is not registered (gemm/variants.py)"
+    if not isinstance(row["correct"], bool) or not _is_number(row["relative_error"]):
+        return "correct must be true or false and relative_error a number"
+    times = (row["median_s"], row["tflops"], row["fraction_of_cublas"])
+    if not all(_is_number(t, allow_none=True) for t in times) or (
+        row["median_s"] is not None and not row["median_s"] > 0
+    ):
+        return "median_s, tflops and fraction_of_cublas must be numbers or null, median_s > 0"
+    return None
 
 
 def repick(args) -> int:
@@ -403,20 +448,22 @@ def repick(args) -> int:
     except (OSError, ValueError) as exc:
         print(f"gemmbench tune: --repick {args.repick}: cannot read JSON: {exc}", file=sys.stderr)
         return exitcodes.USAGE
-    if (
-        not isinstance(rows, list)
-        or not rows
-        or not all(isinstance(r, dict) and _ROW_KEYS <= r.keys() for r in rows)
-    ):
+    if not isinstance(rows, list) or not rows:
         print(
-            f"gemmbench tune: --repick {args.repick}: not a tune --json file (a list of rows "
-            f"with {', '.join(sorted(_ROW_KEYS))})",
+            f"gemmbench tune: --repick {args.repick}: not a tune --json file (a non-empty list "
+            f"of rows with {', '.join(sorted(_ROW_KEYS))})",
             file=sys.stderr,
         )
         return exitcodes.USAGE
+    registered = {config_name(c) for c in VARIANTS["coarsened"].configs}
+    for number, row in enumerate(rows, 1):
+        if why := _row_problem(row, registered):
+            print(f"gemmbench tune: --repick {args.repick}: row {number}: {why}", file=sys.stderr)
+            return exitcodes.USAGE
     if len(TABLES) != 1:
         print(
-            f"gemmbench tune: --repick needs exactly one GPU in {args.table}, found {len(TABLES)}",
+            f"gemmbench tune: --repick needs exactly one GPU in {TABLE_PATH} (the table it "
+            f"re-picks for), found {len(TABLES)}",
             file=sys.stderr,
         )
         return exitcodes.USAGE
@@ -454,6 +501,25 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--repeat and --sm-count must be ≥ 1 and --warmup ≥ 0")
     if args.budget_s is not None and not args.budget_s > 0:  # NaN too
         parser.error(f"--budget-s must be a positive number of seconds, not {args.budget_s:g}")
+    if args.tuned is not None and not args.repick:
+        parser.error("--tuned goes only with --repick (a measuring run stamps today's date)")
+    if args.repick:
+        # --repick measures nothing, so options that choose or keep measurements do not apply.
+        given = [
+            name
+            for name, value in (
+                ("SHAPE", args.shapes),
+                ("--dry-run", args.dry_run),
+                ("--json", args.json),
+                ("--budget-s", args.budget_s),
+            )
+            if value
+        ]
+        if given:
+            parser.error(
+                f"--repick takes its shapes and measurements from its JSON file, so not "
+                f"{', '.join(given)}"
+            )
     if args.dry_run:
         dry_run(shapes, args)
         return exitcodes.OK
