@@ -5,10 +5,12 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+from pathlib import Path
 
 import pytest
 from test_gate_e2e import HARNESS_ROOT, MEASURED, Repo, start_measuring
 
+from gemmbench import gate as gate_mod
 from gemmbench import gate_gpus
 
 UUIDS = ("GPU-fake0000-0000-0000-0000-000000000001", "GPU-fake0000-0000-0000-0000-000000000002")
@@ -58,6 +60,21 @@ class TestSplit:
         assert gate_gpus.combined_exit([slower, passed]) == 1
         assert gate_gpus.combined_exit([passed, passed]) == 0
         assert gate_gpus.combined_exit([passed, {"exit_code": 4}]) == 4
+
+
+class TestChildCommand:
+    """Tests for `child_command`: one GPU's gate."""
+
+    def test_child_stays_on_its_gpu(self):
+        """Each child gate is told --gpus one, so it never spreads again from its share."""
+        args = gate_mod.parse_args(["--base", "main", "--rounds", "7"])
+        command = gate_gpus.child_command(
+            args, "thresholds.toml", ["coarsened-4096"], Path("g.json"), Path("g.md")
+        )
+        assert command[command.index("--gpus") + 1] == "one"
+        assert command[command.index("--cases") + 1] == "coarsened-4096"
+        assert command[command.index("--rounds") + 1] == "7"
+        assert gate_mod.parse_args(command[4:]).gpus == "one"  # the gate's own parser takes it
 
 
 class TestSpreadEndToEnd:
