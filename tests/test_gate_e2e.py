@@ -91,9 +91,9 @@ class Repo:
             "HOME": str(tmp),
             "TMPDIR": str(tmp / "gate-tmp"),
             "PYTHONPATH": str(provider),
-            # One GPU, so these tests see the single gate even on a host with several (where the
-            # default spreads; tests/test_gate_gpus.py covers that).
-            "CUDA_VISIBLE_DEVICES": os.environ.get("CUDA_VISIBLE_DEVICES", "0"),
+            # One GPU (the first of any the caller pinned), so these tests see the single gate
+            # even on a host with several (where the default spreads; tests/test_gate_gpus.py).
+            "CUDA_VISIBLE_DEVICES": os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0],
         }
         (tmp / "gate-tmp").mkdir()
         (path / "gemm").mkdir(parents=True)
