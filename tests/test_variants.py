@@ -214,6 +214,24 @@ class TestGrid:
         with pytest.raises(ValueError, match="over CUDA's grid limit of 65535"):
             _grid(naive, naive.config, 1_100_000, 4)  # one launch for all of it would not fit
 
+    @pytest.mark.parametrize(
+        ("m", "expected"),
+        [
+            (0, []),
+            (65535 * 16, [(0, 65535 * 16)]),  # exactly one full launch
+            (65535 * 16 + 1, [(0, 65535 * 16), (65535 * 16, 1)]),  # a one-row last launch
+            (2 * 65535 * 16, [(0, 65535 * 16), (65535 * 16, 65535 * 16)]),
+        ],
+    )
+    def test_row_chunks_at_the_boundaries(self, m, expected):
+        """Chunks cover rows 0..M-1 once, each within the grid limit, at and past a boundary."""
+        from gemm._api import _grid, _row_chunks
+
+        naive = VARIANTS["naive"]
+        chunks = _row_chunks(naive, naive.config, m)
+        assert chunks == expected
+        assert all(_grid(naive, naive.config, rows, 4)[1] <= 65535 for _, rows in chunks)
+
     def test_tiled_refuses_rows_past_the_grid_limit(self):
         """A variant launched in one piece names the limit instead of launching a bad grid."""
         from gemm._api import _grid
