@@ -490,6 +490,25 @@ def _visible_gpus() -> list[str]:
         return []
 
 
+def _usage_line(reason: str) -> str:
+    """A usage error's reason as the one stderr line the gate prints for it."""
+    parts = [part.strip() for part in reason.splitlines() if part.strip()]
+    return f"gemmbench gate: {'; '.join(parts)}"
+
+
+def _spread_usage_problem(args: argparse.Namespace) -> str | None:
+    """What one gate would refuse before measuring (thresholds, --rounds/--samples, provider,
+    revisions), checked once here so a spread gate says it in one line, not once per GPU."""
+    try:
+        run = _Run(args, thresholds_mod.load(args.thresholds or thresholds_mod.DEFAULT_PATH))
+        _check_provider(args.cases_from)
+        apply_overrides(run.config, args)
+        run.resolve_revisions()
+    except (UsageError, thresholds_mod.ThresholdsError) as exc:
+        return str(exc)
+    return None
+
+
 def _spread(args: argparse.Namespace) -> int:
     """`gate --gpus`: one gate per GPU (gemmbench/gate_gpus.py), interruptible like one gate."""
     from .gate_gpus import spread
@@ -519,14 +538,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         if path and (why := cannot_write(path, option)):  # before any checkout or GPU work
             print(f"gemmbench gate: {why}", file=sys.stderr)
             return exitcodes.USAGE
+    spread_by_default = False
     if args.gpus == "one":
         args.gpus = None
     elif args.gpus is None and len(uuids := _visible_gpus()) > 1:
         # Measured on two H200s: spreading gave the same verdicts in 9-14% less wall time, while
         # replicating (two full gates at once) took 13% longer for rounds the noise did not need.
-        progress(f"{len(uuids)} GPUs visible: spreading the cases over them (--gpus one: one GPU)")
-        args.gpus = ",".join(uuids)
+        args.gpus, spread_by_default = ",".join(uuids), True
     if args.gpus is not None:
+        if problem := _spread_usage_problem(args):
+            print(_usage_line(problem), file=sys.stderr)
+            _write_outputs(Report(USAGE, [problem]), args)
+            return exitcodes.USAGE
+        if spread_by_default:
+            progress(
+                f"{len(uuids)} GPUs visible: spreading the cases over them (--gpus one: one GPU)"
+            )
         return _spread(args)
     started = time.perf_counter()
     previous_sigterm = None
@@ -567,8 +594,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             signal.signal(signal.SIGTERM, previous_sigterm)
     report.meta["wall_s"] = time.perf_counter() - started
     if report.status == USAGE:  # one line on stderr, not only the summary on stdout
-        parts = [part.strip() for part in report.reasons[0].splitlines() if part.strip()]
-        print(f"gemmbench gate: {'; '.join(parts)}", file=sys.stderr)
+        print(_usage_line(report.reasons[0]), file=sys.stderr)
     else:
         progress(f"{report.status} (exit {report.exit_code}) in {report.meta['wall_s']:.1f} s")
     _write_outputs(report, args)

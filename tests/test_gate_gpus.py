@@ -134,6 +134,30 @@ class TestSpreadEndToEnd:
         assert "0=GPU-fake" in done.stderr
         assert not (repo.tmp / "gate.json").exists()
 
+    @pytest.mark.parametrize(
+        ("extra", "expected"),
+        [
+            (("--base", "no-such-branch"), "--base 'no-such-branch' is not a commit"),
+            (("--rounds", "2"), "--rounds: gate.rounds = 2 can never reach"),
+            (("--cases-from", "nosuchmodule:cases"), "no module 'nosuchmodule'"),
+        ],
+    )
+    def test_usage_error_is_one_line_before_spreading(self, repo, extra, expected):
+        """A spread gate (here the default on two GPUs) checks what one gate would refuse first:
+        one line and exit 2, not one error per GPU's gate after a line about spreading."""
+        base = repo.git("rev-parse", "HEAD")
+        done = subprocess.run(  # the last of a repeated option wins, as argparse reads them
+            repo.gate_command(base, base, *extra),
+            cwd=HARNESS_ROOT,
+            env=repo.env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        lines = done.stderr.strip().splitlines()
+        assert done.returncode == 2 and len(lines) == 1, done.stderr
+        assert expected in lines[0] and "spreading" not in done.stderr
+
     @pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
     def test_interrupt_cleans_up(self, repo, signum, code):
         """Ctrl-C or SIGTERM mid-run stops every GPU's gate, each removing its worktrees."""
