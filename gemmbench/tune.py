@@ -505,17 +505,13 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--tuned goes only with --repick (a measuring run stamps today's date)")
     if args.repick:
         # --repick measures nothing, so options that choose or keep measurements do not apply.
-        given = [
-            name
-            for name, value in (
-                ("SHAPE", args.shapes),
-                ("--dry-run", args.dry_run),
-                ("--json", args.json),
-                ("--budget-s", args.budget_s),
-            )
-            if value
-        ]
-        if given:
+        measuring_only = {
+            "SHAPE": args.shapes,
+            "--dry-run": args.dry_run,
+            "--json": args.json,
+            "--budget-s": args.budget_s,
+        }
+        if given := [option for option, value in measuring_only.items() if value]:
             parser.error(
                 f"--repick takes its shapes and measurements from its JSON file, so not "
                 f"{', '.join(given)}"

@@ -146,8 +146,9 @@ class Repo:
             *extra,
         ]
 
-    def gate(self, base: str, head: str, *extra: str) -> tuple[int, str, dict]:
-        done = subprocess.run(
+    def run_gate(self, base: str, head: str, *extra: str) -> subprocess.CompletedProcess:
+        """The gate on this repository as a subprocess, its output captured."""
+        return subprocess.run(
             self.gate_command(base, head, *extra),
             cwd=HARNESS_ROOT,
             env=self.env,
@@ -155,6 +156,9 @@ class Repo:
             text=True,
             timeout=120,
         )
+
+    def gate(self, base: str, head: str, *extra: str) -> tuple[int, str, dict]:
+        done = self.run_gate(base, head, *extra)
         result = json.loads((self.tmp / "gate.json").read_text())
         return done.returncode, done.stdout + done.stderr, result
 

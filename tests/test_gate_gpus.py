@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 from pathlib import Path
 
 import pytest
-from test_gate_e2e import HARNESS_ROOT, MEASURED, Repo, start_measuring
+from test_gate_e2e import MEASURED, Repo, start_measuring
 
 from gemmbench import gate as gate_mod
 from gemmbench import gate_gpus
@@ -122,14 +121,7 @@ class TestSpreadEndToEnd:
     def test_unknown_gpu_is_usage(self, repo):
         """--gpus naming a GPU the host lacks exits 2 in one line, measuring nothing."""
         base = repo.git("rev-parse", "HEAD")
-        done = subprocess.run(
-            repo.gate_command(base, base, "--gpus", "5"),
-            cwd=HARNESS_ROOT,
-            env=repo.env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        done = repo.run_gate(base, base, "--gpus", "5")
         assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1
         assert "0=GPU-fake" in done.stderr
         assert not (repo.tmp / "gate.json").exists()
@@ -146,14 +138,7 @@ class TestSpreadEndToEnd:
         """A spread gate (here the default on two GPUs) checks what one gate would refuse first:
         one line and exit 2, not one error per GPU's gate after a line about spreading."""
         base = repo.git("rev-parse", "HEAD")
-        done = subprocess.run(  # the last of a repeated option wins, as argparse reads them
-            repo.gate_command(base, base, *extra),
-            cwd=HARNESS_ROOT,
-            env=repo.env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        done = repo.run_gate(base, base, *extra)  # a repeated option: argparse takes the last
         lines = done.stderr.strip().splitlines()
         assert done.returncode == 2 and len(lines) == 1, done.stderr
         assert expected in lines[0] and "spreading" not in done.stderr
