@@ -483,7 +483,7 @@ def _write_outputs(report: Report, args: argparse.Namespace) -> None:
 
 
 def _visible_gpus() -> list[str]:
-    """The GPUs a default gate may spread over; none known (no driver, CPU cases) is one GPU."""
+    """The GPUs a default gate may spread over; none (one GPU) where nvidia-smi cannot tell."""
     try:
         return gpu_machine.visible_gpus()
     except gpu_machine.NoGpuError:
