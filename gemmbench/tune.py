@@ -294,6 +294,8 @@ def run(shapes, args, progress=sys.stderr, now=time.monotonic) -> tuple[list[dic
                     "cublas_s": cublas_s,
                     "relative_error": prepared.error,
                     "error_bound": prepared.bound,
+                    "repeat": args.repeat,  # so that --repick can describe this run
+                    "warmup": args.warmup,
                     "correct": correct,
                 }
                 rows.append(row)
@@ -353,7 +355,7 @@ def _parser() -> OneLineErrorParser:
         help="no GPU: pick the winners again from an earlier run's --json measurements (e.g. "
         "after the shape classes changed) for the GPU already in the table, keeping its "
         "'tuned' stamp unless --tuned gives that run's; --repeat and --warmup describe that run "
-        "(no SHAPE, --dry-run, --json or --budget-s with it)",
+        "where its rows do not record them (no SHAPE, --dry-run, --json or --budget-s with it)",
     )
     p.add_argument(
         "--tuned",
@@ -438,28 +440,38 @@ def _row_problem(row, registered: set[str]) -> str | None:
         row["median_s"] is not None and not row["median_s"] > 0
     ):
         return "median_s, tflops and fraction_of_cublas must be numbers or null, median_s > 0"
+    recorded = [row[option] for option in ("repeat", "warmup") if option in row]
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in recorded):
+        return "repeat and warmup, where recorded, must be whole numbers"
     return None
+
+
+def _stored_rows(path: Path) -> list[dict] | str:
+    """The rows of a tune --json file, or why they cannot be re-picked."""
+    try:
+        rows = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        return f"cannot read JSON: {exc}"
+    if not isinstance(rows, list) or not rows:
+        return (
+            f"not a tune --json file (a non-empty list of rows with {', '.join(sorted(_ROW_KEYS))})"
+        )
+    registered = {config_name(c) for c in VARIANTS["coarsened"].configs}
+    for number, row in enumerate(rows, 1):
+        if why := _row_problem(row, registered):
+            return f"row {number}: {why}"
+    for option in ("repeat", "warmup"):
+        if len({r[option] for r in rows if option in r}) > 1:
+            return f"the rows disagree on {option}: not one run's measurements"
+    return rows
 
 
 def repick(args) -> int:
     """``--repick``: the table and doc from stored measurements, for the one GPU in the table."""
-    try:
-        rows = json.loads(args.repick.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        print(f"gemmbench tune: --repick {args.repick}: cannot read JSON: {exc}", file=sys.stderr)
+    rows = _stored_rows(args.repick)
+    if isinstance(rows, str):
+        print(f"gemmbench tune: --repick {args.repick}: {rows}", file=sys.stderr)
         return exitcodes.USAGE
-    if not isinstance(rows, list) or not rows:
-        print(
-            f"gemmbench tune: --repick {args.repick}: not a tune --json file (a non-empty list "
-            f"of rows with {', '.join(sorted(_ROW_KEYS))})",
-            file=sys.stderr,
-        )
-        return exitcodes.USAGE
-    registered = {config_name(c) for c in VARIANTS["coarsened"].configs}
-    for number, row in enumerate(rows, 1):
-        if why := _row_problem(row, registered):
-            print(f"gemmbench tune: --repick {args.repick}: row {number}: {why}", file=sys.stderr)
-            return exitcodes.USAGE
     if len(TABLES) != 1:
         print(
             f"gemmbench tune: --repick needs exactly one GPU in {TABLE_PATH} (the table it "
@@ -477,6 +489,9 @@ def repick(args) -> int:
     args.shape_texts = ["x".join(map(str, s)) for s in shapes]
     args.skipped = []
     args.repick_note = f"`{args.repick.name}`, {len(rows)} rows"
+    for option in ("repeat", "warmup"):  # rows that record them describe their own run
+        if recorded := [r[option] for r in rows if option in r]:
+            setattr(args, option, recorded[0])
     winners = pick([r for r in rows if r["correct"] and r["median_s"] is not None])
     tuned = args.tuned or entry["tuned"]
     tables = {name: {**entry, "tuned": tuned, "coarsened": dict(sorted(winners.items()))}}

@@ -233,6 +233,7 @@ class TestRepick:
         ]
         for r in rows:
             r.update(correct=True, tflops=1.0, fraction_of_cublas=0.9, relative_error=1e-7)
+            r.update(repeat=20, warmup=2)
         return rows
 
     def test_repick_splits_the_scalar_class(self, tmp_path):
@@ -275,12 +276,14 @@ class TestRepick:
     @pytest.mark.parametrize(
         ("change", "expected"),
         [
-            ({"m": "2048"}, "positive whole numbers"),
-            ({"splits": 0}, "positive whole numbers"),
-            ({"config": "BM1-BN1"}, "'BM1-BN1' is not registered"),
-            ({"correct": "yes"}, "correct must be true or false"),
-            ({"median_s": 0}, "median_s > 0"),
-            ({"tflops": "fast"}, "numbers or null"),
+            ({"m": "2048"}, "row 3: m, n, k and splits must be positive whole numbers"),
+            ({"splits": 0}, "row 3: m, n, k and splits must be positive whole numbers"),
+            ({"config": "BM1-BN1"}, "row 3: configuration 'BM1-BN1' is not registered"),
+            ({"correct": "yes"}, "row 3: correct must be true or false"),
+            ({"median_s": 0}, "row 3: median_s, tflops and fraction_of_cublas must be numbers"),
+            ({"tflops": "fast"}, "row 3: median_s, tflops and fraction_of_cublas must be numbers"),
+            ({"repeat": [20]}, "row 3: repeat and warmup, where recorded, must be whole numbers"),
+            ({"warmup": 3}, "the rows disagree on warmup"),
         ],
     )
     def test_bad_row_is_usage_before_any_write(self, tmp_path, capsys, change, expected):
@@ -296,7 +299,7 @@ class TestRepick:
         code = tune.main(["--repick", str(measured), "--table", str(table), "--doc", str(doc)])
         err = capsys.readouterr().err.strip().splitlines()
         assert code == 2 and len(err) == 1, err
-        assert "row 3: " in err[0] and expected in err[0]
+        assert expected in err[0]
         assert not table.exists() and not doc.exists()
 
     @pytest.mark.parametrize(
@@ -567,6 +570,18 @@ class TestMainThroughMeasure:
         assert self.read_table(table) == {"1024x1024x1024": (BEST, 2)}
         assert f"**{BEST}**" in doc.read_text() and "WRONG" not in doc.read_text()
         assert "float64 product" in doc.read_text()
+
+    def test_repick_round_trip_describes_the_run(self, paths, tmp_path, capsys):
+        """A run's --json re-picks to the same winner, and the section gives that run's repeat
+        and warm-ups (recorded in its rows), not --repick's defaults."""
+        table, doc, out = paths
+        argv = ["1024", "--repeat", "4", "--warmup", "1", "--json", str(out)]
+        assert tune.main([*argv, "--table", str(table), "--doc", str(doc)]) == 0
+        again, again_doc = tmp_path / "again.py", tmp_path / "again.md"
+        code = tune.main(["--repick", str(out), "--table", str(again), "--doc", str(again_doc)])
+        assert code == 0, capsys.readouterr().err
+        assert f'"1024x1024x1024": ("{BEST}", 2)' in again.read_text()
+        assert "median of 4 DeviceTimer samples after 1 warm-ups" in again_doc.read_text()
 
     def test_wrong_candidate_never_wins_and_exits_1(self, paths, double, capsys):
         """The fastest candidate, if wrong, is marked WRONG, left out of the table; exit 1."""
