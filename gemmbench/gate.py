@@ -1,4 +1,4 @@
-"""The regression gate: a pull request's head against its merge-base, interleaved, on one GPU.
+"""The regression gate: a pull request's head against its merge-base, interleaved on a GPU.
 
     python -m gemmbench gate --base origin/main --head HEAD [--markdown "$GITHUB_STEP_SUMMARY"]
 
@@ -9,8 +9,13 @@ base-head, head-base, ..., so clock or temperature drift falls on both sides ali
 fails only when head is slower than base beyond the tolerance AND a one-sided Mann-Whitney U
 test on the per-round medians is significant. docs/gate.md has the full rules.
 
+Where this process may use several GPUs (those CUDA_VISIBLE_DEVICES names, else every GPU
+nvidia-smi lists), the cases are spread over them by default, one such gate per GPU at once
+(``gemmbench.gate_gpus``); ``--gpus one`` keeps a single GPU, ``--gpus all`` or a list chooses.
+
 Exit codes: 0 pass, 1 regression (or head's code failed), 2 usage or configuration error,
-3 inconclusive (throttled, drifting or noisy machine: rerun), 4 infrastructure failure.
+3 inconclusive (throttled, drifting or noisy machine: rerun), 4 infrastructure failure,
+130 interrupted, 143 terminated.
 """
 
 from __future__ import annotations
@@ -397,9 +402,10 @@ def _on_sigterm(signum, frame):
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser = OneLineErrorParser(
         prog="python -m gemmbench gate",
-        description="Compare a pull request's head with its merge-base on this GPU, interleaved.",
+        description="Compare a pull request's head with its merge-base, interleaved on a GPU "
+        "(spread over the GPUs this process may use when there are several).",
         epilog="Exit codes: 0 pass, 1 regression, 2 usage error, 3 inconclusive (rerun), "
-        "4 infrastructure failure. See docs/gate.md.",
+        "4 infrastructure failure, 130 interrupted, 143 terminated. See docs/gate.md.",
     )
     parser.add_argument(
         "--base",
