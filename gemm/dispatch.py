@@ -45,13 +45,14 @@ class Choice:
         return f"{config_name(self.config)} × {self.splits} split(s) ({self.source})"
 
 
-def shape_class(m: int, n: int, k: int) -> str:
+def shape_class(m: int, n: int, k: int, aligned: bool = True) -> str:
     """The table's key for a shape: each dimension rounded to the nearest power of two (in log2),
-    and ``-scalar`` when N or K is not a multiple of 4: coarsened then loads its tiles one float
-    at a time instead of as float4s, a different code path with its own best configuration
-    (on the H200, 2048³ and 2049³ are fastest with different tiles)."""
+    and ``-scalar`` where coarsened loads its tiles one float at a time instead of as float4s, a
+    different code path with its own best configuration (on the H200, 2048³ and 2049³ are fastest
+    with different tiles). That is the kernel's own condition: N or K not a multiple of 4, or an
+    operand not 16-byte aligned (``aligned`` False: an offset view, which the shape cannot show)."""
     rounded = "x".join(str(2 ** round(math.log2(max(d, 1)))) for d in (m, n, k))
-    return rounded if n % 4 == 0 and k % 4 == 0 else f"{rounded}-scalar"
+    return rounded if n % 4 == 0 and k % 4 == 0 and aligned else f"{rounded}-scalar"
 
 
 def blocks(variant: Variant, config: Config, m: int, n: int) -> int:
@@ -110,13 +111,19 @@ def heuristic(variant: Variant, m: int, n: int, k: int, sm_count: int) -> Choice
 
 
 def from_table(
-    variant: Variant, m: int, n: int, k: int, gpu: Gpu, tables: Mapping = TABLES
+    variant: Variant,
+    m: int,
+    n: int,
+    k: int,
+    gpu: Gpu,
+    tables: Mapping = TABLES,
+    aligned: bool = True,
 ) -> Choice | None:
     """The tuned choice for this GPU and shape class, or None when the table has none."""
     entry = tables.get(gpu.name)
     if not entry or entry.get("sm_count") != gpu.sm_count:
         return None  # another GPU, or the same one partitioned (MIG): the heuristic decides
-    row = entry.get(variant.name, {}).get(shape_class(m, n, k))
+    row = entry.get(variant.name, {}).get(shape_class(m, n, k, aligned))
     if row is None:
         return None
     name, splits = row
@@ -127,17 +134,19 @@ def from_table(
     return Choice(config, effective_splits(variant, config, k, splits), "table")
 
 
-def choose(variant: Variant, m: int, n: int, k: int, gpu: Gpu) -> Choice:
-    """The configuration and split count for (M, N, K) on ``gpu``: the table's, else the heuristic's."""
+def choose(variant: Variant, m: int, n: int, k: int, gpu: Gpu, aligned: bool = True) -> Choice:
+    """The configuration and split count for (M, N, K) on ``gpu``: the table's, else the
+    heuristic's. ``aligned``: every operand 16-byte aligned (see ``shape_class``)."""
     if not variant.dispatch:
         return Choice(variant.config, 1, "heuristic")
-    return _choose_registered(variant.name, m, n, k, gpu)
+    return _choose_registered(variant.name, m, n, k, gpu, aligned)
 
 
 @functools.lru_cache(maxsize=4096)  # keyed by name: a Variant holds unhashable mappings
-def _choose_registered(name: str, m: int, n: int, k: int, gpu: Gpu) -> Choice:
+def _choose_registered(name: str, m: int, n: int, k: int, gpu: Gpu, aligned: bool) -> Choice:
     variant = VARIANTS[name]
-    return from_table(variant, m, n, k, gpu) or heuristic(variant, m, n, k, gpu.sm_count)
+    tuned = from_table(variant, m, n, k, gpu, aligned=aligned)
+    return tuned or heuristic(variant, m, n, k, gpu.sm_count)
 
 
 @functools.cache

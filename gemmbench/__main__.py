@@ -11,7 +11,7 @@ from . import exitcodes
 COMMANDS = {
     "gate": (
         "gemmbench.gate",
-        "compare a pull request's head with its base on this GPU, interleaved",
+        "compare a pull request's head with its base, interleaved, on this host's GPUs",
     ),
     "history": (
         "gemmbench.history",

@@ -1,4 +1,4 @@
-"""The regression gate: a pull request's head against its merge-base, interleaved, on one GPU.
+"""The regression gate: a pull request's head against its merge-base, interleaved on a GPU.
 
     python -m gemmbench gate --base origin/main --head HEAD [--markdown "$GITHUB_STEP_SUMMARY"]
 
@@ -9,8 +9,13 @@ base-head, head-base, ..., so clock or temperature drift falls on both sides ali
 fails only when head is slower than base beyond the tolerance AND a one-sided Mann-Whitney U
 test on the per-round medians is significant. docs/gate.md has the full rules.
 
+Where this process may use several GPUs (those CUDA_VISIBLE_DEVICES names, else every GPU
+nvidia-smi lists), the cases are spread over them by default, one such gate per GPU at once
+(``gemmbench.gate_gpus``); ``--gpus one`` keeps a single GPU, ``--gpus all`` or a list chooses.
+
 Exit codes: 0 pass, 1 regression (or head's code failed), 2 usage or configuration error,
-3 inconclusive (throttled, drifting or noisy machine: rerun), 4 infrastructure failure.
+3 inconclusive (throttled, drifting or noisy machine: rerun), 4 infrastructure failure,
+130 interrupted, 143 terminated.
 """
 
 from __future__ import annotations
@@ -397,9 +402,10 @@ def _on_sigterm(signum, frame):
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser = OneLineErrorParser(
         prog="python -m gemmbench gate",
-        description="Compare a pull request's head with its merge-base on this GPU, interleaved.",
+        description="Compare a pull request's head with its merge-base, interleaved on a GPU "
+        "(spread over the GPUs this process may use when there are several).",
         epilog="Exit codes: 0 pass, 1 regression, 2 usage error, 3 inconclusive (rerun), "
-        "4 infrastructure failure. See docs/gate.md.",
+        "4 infrastructure failure, 130 interrupted, 143 terminated. See docs/gate.md.",
     )
     parser.add_argument(
         "--base",
@@ -483,11 +489,30 @@ def _write_outputs(report: Report, args: argparse.Namespace) -> None:
 
 
 def _visible_gpus() -> list[str]:
-    """The GPUs a default gate may spread over; none known (no driver, CPU cases) is one GPU."""
+    """The GPUs a default gate may spread over; none (one GPU) where nvidia-smi cannot tell."""
     try:
         return gpu_machine.visible_gpus()
     except gpu_machine.NoGpuError:
         return []
+
+
+def _usage_line(reason: str) -> str:
+    """A usage error's reason as the one stderr line the gate prints for it."""
+    parts = [part.strip() for part in reason.splitlines() if part.strip()]
+    return f"gemmbench gate: {'; '.join(parts)}"
+
+
+def _spread_usage_problem(args: argparse.Namespace) -> str | None:
+    """What one gate would refuse before measuring (thresholds, --rounds/--samples, provider,
+    revisions), checked once here so a spread gate says it in one line, not once per GPU."""
+    try:
+        run = _Run(args, thresholds_mod.load(args.thresholds or thresholds_mod.DEFAULT_PATH))
+        _check_provider(args.cases_from)
+        apply_overrides(run.config, args)
+        run.resolve_revisions()
+    except (UsageError, thresholds_mod.ThresholdsError) as exc:
+        return str(exc)
+    return None
 
 
 def _spread(args: argparse.Namespace) -> int:
@@ -519,14 +544,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         if path and (why := cannot_write(path, option)):  # before any checkout or GPU work
             print(f"gemmbench gate: {why}", file=sys.stderr)
             return exitcodes.USAGE
+    spread_by_default = False
     if args.gpus == "one":
         args.gpus = None
     elif args.gpus is None and len(uuids := _visible_gpus()) > 1:
         # Measured on two H200s: spreading gave the same verdicts in 9-14% less wall time, while
         # replicating (two full gates at once) took 13% longer for rounds the noise did not need.
-        progress(f"{len(uuids)} GPUs visible: spreading the cases over them (--gpus one: one GPU)")
-        args.gpus = ",".join(uuids)
+        args.gpus, spread_by_default = ",".join(uuids), True
     if args.gpus is not None:
+        if problem := _spread_usage_problem(args):
+            print(_usage_line(problem), file=sys.stderr)
+            _write_outputs(Report(USAGE, [problem]), args)
+            return exitcodes.USAGE
+        if spread_by_default:
+            progress(
+                f"{len(uuids)} GPUs visible: spreading the cases over them (--gpus one: one GPU)"
+            )
         return _spread(args)
     started = time.perf_counter()
     previous_sigterm = None
@@ -567,8 +600,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             signal.signal(signal.SIGTERM, previous_sigterm)
     report.meta["wall_s"] = time.perf_counter() - started
     if report.status == USAGE:  # one line on stderr, not only the summary on stdout
-        parts = [part.strip() for part in report.reasons[0].splitlines() if part.strip()]
-        print(f"gemmbench gate: {'; '.join(parts)}", file=sys.stderr)
+        print(_usage_line(report.reasons[0]), file=sys.stderr)
     else:
         progress(f"{report.status} (exit {report.exit_code}) in {report.meta['wall_s']:.1f} s")
     _write_outputs(report, args)

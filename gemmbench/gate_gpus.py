@@ -50,6 +50,7 @@ def child_command(
     json_path: Path,
     markdown_path: Path,
 ) -> list[str]:
+    """The command line of one GPU's gate: its share of the cases, on a single GPU."""
     command = [
         sys.executable,
         "-m",
@@ -71,6 +72,10 @@ def child_command(
         str(json_path),
         "--markdown",
         str(markdown_path),
+        # Each child sees only its GPU; saying so keeps it from spreading again whatever that
+        # GPU's CUDA_VISIBLE_DEVICES entry looks like to nvidia-smi.
+        "--gpus",
+        "one",
     ]
     for option in ("rounds", "samples"):
         if getattr(args, option) is not None:

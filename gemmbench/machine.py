@@ -284,7 +284,9 @@ def visible_gpus() -> list[str]:
     items = [item.strip() for item in visible.split(",")]
     if not all(item in by_name for item in items):
         return []
-    return [by_name[item] for item in items]
+    # A GPU named twice (by index and by UUID, say) is still one GPU: spreading over it twice
+    # would hand it two gates at once, and --gpus refuses a repeated GPU.
+    return list(dict.fromkeys(by_name[item] for item in items))
 
 
 def select_gpus(spec: str | None) -> list[str]:

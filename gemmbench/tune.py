@@ -2,6 +2,7 @@
 
     python -m gemmbench tune [SHAPE ...] [--repeat N] [--warmup N] [--budget-s S] [--json PATH]
     python -m gemmbench tune --dry-run [--sm-count N] [SHAPE ...]
+    python -m gemmbench tune --repick JSON [--tuned TEXT] [--repeat N] [--warmup N]
 
 Each SHAPE (N or MxNxK; default the asv suite's shapes and 8192³) is measured for every candidate
 (each registered configuration of each dispatching variant, and K-splits where its tiles leave
@@ -17,6 +18,10 @@ seconds have passed; the shapes not reached are named, and their classes keep th
 Exit: 0 done; 1 some candidate (or cuBLAS) gave a wrong result (the table is written from the
 others); 2 usage (checked before any GPU work, output paths included); 4 no usable GPU; 130
 interrupted (the table and docs/tuning.md left as they were).
+
+``--repick`` needs no GPU: it picks the winners again from an earlier run's ``--json`` rows (each
+row checked first, and every configuration must still be registered), for the one GPU the table
+holds. Exit 0, or 2 for a bad file or an option that only a measuring run takes.
 """
 
 from __future__ import annotations
@@ -289,6 +294,8 @@ def run(shapes, args, progress=sys.stderr, now=time.monotonic) -> tuple[list[dic
                     "cublas_s": cublas_s,
                     "relative_error": prepared.error,
                     "error_bound": prepared.bound,
+                    "repeat": args.repeat,  # so that --repick can describe this run
+                    "warmup": args.warmup,
                     "correct": correct,
                 }
                 rows.append(row)
@@ -347,7 +354,8 @@ def _parser() -> OneLineErrorParser:
         type=Path,
         help="no GPU: pick the winners again from an earlier run's --json measurements (e.g. "
         "after the shape classes changed) for the GPU already in the table, keeping its "
-        "'tuned' stamp unless --tuned gives that run's; --repeat and --warmup describe that run",
+        "'tuned' stamp unless --tuned gives that run's; --repeat and --warmup describe that run "
+        "where its rows do not record them (no SHAPE, --dry-run, --json or --budget-s with it)",
     )
     p.add_argument(
         "--tuned",
@@ -393,30 +401,81 @@ def table_entry(gpu: dispatch.Gpu, tuned: str, winners: dict, skipped: list) -> 
     }
 
 
-_ROW_KEYS = frozenset({"m", "n", "k", "config", "splits", "median_s", "correct"})
+_ROW_KEYS = frozenset(
+    {
+        "m",
+        "n",
+        "k",
+        "config",
+        "splits",
+        "median_s",
+        "correct",
+        "relative_error",
+        "tflops",
+        "fraction_of_cublas",
+    }
+)
+
+
+def _is_number(value, allow_none: bool = False) -> bool:
+    if value is None:
+        return allow_none
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _row_problem(row, registered: set[str]) -> str | None:
+    """Why one row of a tune --json file cannot be re-picked (None if it can)."""
+    if not isinstance(row, dict) or not _ROW_KEYS <= row.keys():
+        return f"not a tune --json row (a row has {', '.join(sorted(_ROW_KEYS))})"
+    dims = (row["m"], row["n"], row["k"], row["splits"])
+    if not all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in dims):
+        return "m, n, k and splits must be positive whole numbers"
+    if row["config"] not in registered:
+        # A table naming a configuration the registry lacks would be ignored by the dispatch.
+        return f"configuration {row['config']!r} is not registered (gemm/variants.py)"
+    if not isinstance(row["correct"], bool) or not _is_number(row["relative_error"]):
+        return "correct must be true or false and relative_error a number"
+    times = (row["median_s"], row["tflops"], row["fraction_of_cublas"])
+    if not all(_is_number(t, allow_none=True) for t in times) or (
+        row["median_s"] is not None and not row["median_s"] > 0
+    ):
+        return "median_s, tflops and fraction_of_cublas must be numbers or null, median_s > 0"
+    recorded = [row[option] for option in ("repeat", "warmup") if option in row]
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in recorded):
+        return "repeat and warmup, where recorded, must be whole numbers"
+    return None
+
+
+def _stored_rows(path: Path) -> list[dict] | str:
+    """The rows of a tune --json file, or why they cannot be re-picked."""
+    try:
+        rows = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        return f"cannot read JSON: {exc}"
+    if not isinstance(rows, list) or not rows:
+        return (
+            f"not a tune --json file (a non-empty list of rows with {', '.join(sorted(_ROW_KEYS))})"
+        )
+    registered = {config_name(c) for c in VARIANTS["coarsened"].configs}
+    for number, row in enumerate(rows, 1):
+        if why := _row_problem(row, registered):
+            return f"row {number}: {why}"
+    for option in ("repeat", "warmup"):
+        if len({r[option] for r in rows if option in r}) > 1:
+            return f"the rows disagree on {option}: not one run's measurements"
+    return rows
 
 
 def repick(args) -> int:
     """``--repick``: the table and doc from stored measurements, for the one GPU in the table."""
-    try:
-        rows = json.loads(args.repick.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        print(f"gemmbench tune: --repick {args.repick}: cannot read JSON: {exc}", file=sys.stderr)
-        return exitcodes.USAGE
-    if (
-        not isinstance(rows, list)
-        or not rows
-        or not all(isinstance(r, dict) and _ROW_KEYS <= r.keys() for r in rows)
-    ):
-        print(
-            f"gemmbench tune: --repick {args.repick}: not a tune --json file (a list of rows "
-            f"with {', '.join(sorted(_ROW_KEYS))})",
-            file=sys.stderr,
-        )
+    rows = _stored_rows(args.repick)
+    if isinstance(rows, str):
+        print(f"gemmbench tune: --repick {args.repick}: {rows}", file=sys.stderr)
         return exitcodes.USAGE
     if len(TABLES) != 1:
         print(
-            f"gemmbench tune: --repick needs exactly one GPU in {args.table}, found {len(TABLES)}",
+            f"gemmbench tune: --repick needs exactly one GPU in {TABLE_PATH} (the table it "
+            f"re-picks for), found {len(TABLES)}",
             file=sys.stderr,
         )
         return exitcodes.USAGE
@@ -430,6 +489,9 @@ def repick(args) -> int:
     args.shape_texts = ["x".join(map(str, s)) for s in shapes]
     args.skipped = []
     args.repick_note = f"`{args.repick.name}`, {len(rows)} rows"
+    for option in ("repeat", "warmup"):  # rows that record them describe their own run
+        if recorded := [r[option] for r in rows if option in r]:
+            setattr(args, option, recorded[0])
     winners = pick([r for r in rows if r["correct"] and r["median_s"] is not None])
     tuned = args.tuned or entry["tuned"]
     tables = {name: {**entry, "tuned": tuned, "coarsened": dict(sorted(winners.items()))}}
@@ -454,6 +516,21 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--repeat and --sm-count must be ≥ 1 and --warmup ≥ 0")
     if args.budget_s is not None and not args.budget_s > 0:  # NaN too
         parser.error(f"--budget-s must be a positive number of seconds, not {args.budget_s:g}")
+    if args.tuned is not None and not args.repick:
+        parser.error("--tuned goes only with --repick (a measuring run stamps today's date)")
+    if args.repick:
+        # --repick measures nothing, so options that choose or keep measurements do not apply.
+        measuring_only = {
+            "SHAPE": args.shapes,
+            "--dry-run": args.dry_run,
+            "--json": args.json,
+            "--budget-s": args.budget_s,
+        }
+        if given := [option for option, value in measuring_only.items() if value]:
+            parser.error(
+                f"--repick takes its shapes and measurements from its JSON file, so not "
+                f"{', '.join(given)}"
+            )
     if args.dry_run:
         dry_run(shapes, args)
         return exitcodes.OK

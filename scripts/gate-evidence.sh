@@ -74,8 +74,9 @@ for ((i = 1; i <= runs; i++)); do
         rm -f "$work/gate.json"
         t0=$(date +%s%N)
         # shellcheck disable=SC2086  # $extra is one option or nothing
+        # One GPU even on a host with several: the evidence is of the single gate's verdicts.
         "$PY" -m gemmbench gate --repo "$clone" --base base --head "$head" $extra \
-            --json "$work/gate.json" >/dev/null 2>"$work/gate.log"
+            --json "$work/gate.json" --gpus one >/dev/null 2>"$work/gate.log"
         rc=$?
         ms=$((($(date +%s%N) - t0) / 1000000))
         wall=$(printf '%d.%03d' $((ms / 1000)) $((ms % 1000)))

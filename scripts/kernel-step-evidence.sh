@@ -6,6 +6,7 @@
 #   scripts/kernel-step-evidence.sh OUTDIR [BASE:HEAD:CASES ...]
 # Each BASE:HEAD:CASES is one more gate run (commits as git names them, cases comma-separated);
 # the tuned table is always gated as HEAD~1:HEAD on coarsened-4096,coarsened-2048,coarsened-1024.
+# On a host with several visible GPUs each gate spreads its cases over them (the gate's default).
 # OUTDIR gets kernels/ (the tune run), gate-N.md/json/log, report.txt/json, tuned.patch.
 # Exit: 0 all ran; 1 a step failed; 2 usage; 4 no usable GPU.
 set -uo pipefail

@@ -54,14 +54,16 @@ for c in $candidates; do positive CANDIDATES "$c"; done
 
 banner() { printf '\n=== %s (%s, %d s)\n' "$1" "$(date -u +%H:%M:%S)" $((SECONDS - started)); }
 run() { if [[ $dry == 1 ]]; then echo "+ $*"; return 0; fi; "$@"; }
+# One GPU (--gpus one) even on a host with several: calibrate measures one GPU's noise, and the
+# evidence is of the gate that tolerance was calibrated for.
 gate() { # gate CONDITION RUNDIR HEAD [gate options...]: one recorded gate run
     local label=$1 rundir=$2 head=$3; shift 3
-    if [[ $dry == 1 ]]; then echo "+ $PY -m gemmbench gate --repo $clone --base base --head $head $*"; return 0; fi
+    if [[ $dry == 1 ]]; then echo "+ $PY -m gemmbench gate --repo $clone --base base --head $head $* --gpus one"; return 0; fi
     rm -f "$work/gate.json"
     local t0 ms wall rc
     t0=$(date +%s%N)
     "$PY" -m gemmbench gate --repo "$clone" --base base --head "$head" \
-        --thresholds "$repo/thresholds.toml" --json "$work/gate.json" "$@" >/dev/null 2>"$work/gate.log"
+        --thresholds "$repo/thresholds.toml" --json "$work/gate.json" "$@" --gpus one >/dev/null 2>"$work/gate.log"
     rc=$?
     ms=$((($(date +%s%N) - t0) / 1000000))
     wall=$(printf '%d.%03d' $((ms / 1000)) $((ms % 1000)))

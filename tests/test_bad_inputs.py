@@ -87,6 +87,9 @@ CASES = [
     Case("gate-outside-git", "python -m gemmbench gate --base HEAD", 2, "not a git repository", cwd="scratch"),
     Case("gate-bad-thresholds", "python -m gemmbench gate --base HEAD --thresholds /dev/null", 2, "[gate] table is missing"),
     Case("gate-too-few-rounds", "python -m gemmbench gate --base HEAD --rounds 2", 2, "--rounds: gate.rounds = 2 can never reach"),
+    Case("gate-gpus-repeated", "python -m gemmbench gate --base HEAD --gpus 0,0", 2, "--gpus '0,0': give all, or GPU indices or UUIDs separated by commas, each once"),
+    Case("gate-gpus-empty-item", "python -m gemmbench gate --base HEAD --gpus 0,", 2, "--gpus '0,': give all, or GPU indices or UUIDs"),
+    Case("gate-gpus-unknown", "python -m gemmbench gate --base HEAD --gpus 99", 2, "--gpus names 99, which this host does not have", gpu=True),
     Case("gate-unwritable-json", "python -m gemmbench gate --base HEAD --json /nonexistent/g.json", 2, "cannot write --json /nonexistent/g.json"),
     Case("gate-unwritable-markdown", "python -m gemmbench gate --base HEAD --markdown /nonexistent/s.md", 2, "cannot write --markdown /nonexistent/s.md"),
     Case("gate-cases-from-typo", "python -m gemmbench gate --base HEAD --cases-from nomod:fn", 2, "--cases-from nomod:fn: no module 'nomod'"),
@@ -110,6 +113,10 @@ CASES = [
     Case("tune-unwritable-json", "python -m gemmbench tune 64 --json /nonexistent/x.json", 2, "cannot write --json /nonexistent/x.json"),
     Case("tune-unwritable-table", "python -m gemmbench tune 64 --table /nonexistent/t.py", 2, "cannot write --table /nonexistent/t.py"),
     Case("tune-unwritable-doc", "python -m gemmbench tune 64 --doc /nonexistent/t.md", 2, "cannot write --doc /nonexistent/t.md"),
+    Case("tune-repick-not-json", "python -m gemmbench tune --repick run.json --table t.py --doc t.md", 2, "--repick run.json: cannot read JSON", cwd="scratch", files=(("run.json", "{not json"),)),
+    Case("tune-repick-unregistered-config", "python -m gemmbench tune --repick run.json --table t.py --doc t.md", 2, "row 1: configuration 'BM1' is not registered", cwd="scratch", files=(("run.json", '[{"m": 64, "n": 64, "k": 64, "config": "BM1", "splits": 1, "median_s": 0.001, "correct": true, "relative_error": 1e-7, "tflops": 1.0, "fraction_of_cublas": 0.9}]'),)),
+    Case("tune-repick-with-dry-run", "python -m gemmbench tune --repick run.json --dry-run", 2, "--repick takes its shapes and measurements from its JSON file, so not --dry-run"),
+    Case("tune-tuned-without-repick", "python -m gemmbench tune --tuned today --dry-run", 2, "--tuned goes only with --repick"),
     Case("machine-unknown-option", "python -m gemmbench machine --bogus", 2, "unrecognized arguments: --bogus"),
 ]
 # fmt: on

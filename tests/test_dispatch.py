@@ -28,6 +28,11 @@ class TestShapeClass:
         assert shape_class(2048, 2048, 2050) == "2048x2048x2048-scalar"
         assert shape_class(3000, 64, 4) == "4096x64x4"
 
+    def test_unaligned_operand_is_scalar(self):
+        """An operand off a 16-byte boundary takes the kernel's scalar path, so its class too."""
+        assert shape_class(2048, 2048, 2048, aligned=False) == "2048x2048x2048-scalar"
+        assert shape_class(2049, 2049, 2049, aligned=False) == "2048x2048x2048-scalar"
+
 
 class TestHeuristic:
     """The documented fallback rule, on synthetic multiprocessor counts."""
@@ -165,9 +170,9 @@ class TestTable:
             for variant_name in variants:
                 names = {config_name(c) for c in VARIANTS[variant_name].configs}
                 for shape, (config, splits) in entry[variant_name].items():
-                    scalar = shape.endswith("-scalar")  # N, K off a multiple of 4 (2049 is 2048's)
+                    scalar = shape.endswith("-scalar")  # the kernel's one-float-at-a-time path
                     m, n, k = (int(d) for d in shape.removesuffix("-scalar").split("x"))
-                    assert shape == shape_class(m, n + scalar, k + scalar), shape
+                    assert shape == shape_class(m, n, k, aligned=not scalar), shape
                     assert config in names, f"{gpu} {shape}: {config} is not registered"
                     assert isinstance(splits, int) and splits >= 1
 
@@ -189,6 +194,22 @@ class TestTable:
         choice = from_table(COARSENED, 1000, 1100, 1024, H200, self.SYNTHETIC)
         assert (choice.config, choice.splits, choice.source) == (COARSENED.configs[4], 1, "table")
         assert from_table(COARSENED, 1024, 1024, 16384, H200, self.SYNTHETIC).splits == 4
+
+    def test_unaligned_takes_the_scalar_entry(self):
+        """Unaligned operands look up the -scalar class, as the kernel then loads scalars."""
+        tables = {
+            "NVIDIA H200": {
+                **self.SYNTHETIC["NVIDIA H200"],
+                "coarsened": {
+                    "1024x1024x1024": (config_name(COARSENED.configs[4]), 1),
+                    "1024x1024x1024-scalar": (config_name(COARSENED.configs[1]), 1),
+                },
+            }
+        }
+        aligned = from_table(COARSENED, 1024, 1024, 1024, H200, tables)
+        unaligned = from_table(COARSENED, 1024, 1024, 1024, H200, tables, aligned=False)
+        assert aligned.config == COARSENED.configs[4]
+        assert unaligned.config == COARSENED.configs[1]
 
     def test_misses_fall_back(self):
         """Another GPU, a partitioned one, an untuned class or a config no longer registered: None."""

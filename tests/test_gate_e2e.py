@@ -91,9 +91,9 @@ class Repo:
             "HOME": str(tmp),
             "TMPDIR": str(tmp / "gate-tmp"),
             "PYTHONPATH": str(provider),
-            # One GPU, so these tests see the single gate even on a host with several (where the
-            # default spreads; tests/test_gate_gpus.py covers that).
-            "CUDA_VISIBLE_DEVICES": os.environ.get("CUDA_VISIBLE_DEVICES", "0"),
+            # One GPU (the first of any the caller pinned), so these tests see the single gate
+            # even on a host with several (where the default spreads; tests/test_gate_gpus.py).
+            "CUDA_VISIBLE_DEVICES": os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0],
         }
         (tmp / "gate-tmp").mkdir()
         (path / "gemm").mkdir(parents=True)
@@ -146,8 +146,9 @@ class Repo:
             *extra,
         ]
 
-    def gate(self, base: str, head: str, *extra: str) -> tuple[int, str, dict]:
-        done = subprocess.run(
+    def run_gate(self, base: str, head: str, *extra: str) -> subprocess.CompletedProcess:
+        """The gate on this repository as a subprocess, its output captured."""
+        return subprocess.run(
             self.gate_command(base, head, *extra),
             cwd=HARNESS_ROOT,
             env=self.env,
@@ -155,6 +156,9 @@ class Repo:
             text=True,
             timeout=120,
         )
+
+    def gate(self, base: str, head: str, *extra: str) -> tuple[int, str, dict]:
+        done = self.run_gate(base, head, *extra)
         result = json.loads((self.tmp / "gate.json").read_text())
         return done.returncode, done.stdout + done.stderr, result
 

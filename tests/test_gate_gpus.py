@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
+from pathlib import Path
 
 import pytest
-from test_gate_e2e import HARNESS_ROOT, MEASURED, Repo, start_measuring
+from test_gate_e2e import MEASURED, Repo, start_measuring
 
+from gemmbench import gate as gate_mod
 from gemmbench import gate_gpus
 
 UUIDS = ("GPU-fake0000-0000-0000-0000-000000000001", "GPU-fake0000-0000-0000-0000-000000000002")
@@ -60,6 +61,21 @@ class TestSplit:
         assert gate_gpus.combined_exit([passed, {"exit_code": 4}]) == 4
 
 
+class TestChildCommand:
+    """Tests for `child_command`: one GPU's gate."""
+
+    def test_child_stays_on_its_gpu(self):
+        """Each child gate is told --gpus one, so it never spreads again from its share."""
+        args = gate_mod.parse_args(["--base", "main", "--rounds", "7"])
+        command = gate_gpus.child_command(
+            args, "thresholds.toml", ["coarsened-4096"], Path("g.json"), Path("g.md")
+        )
+        assert command[command.index("--gpus") + 1] == "one"
+        assert command[command.index("--cases") + 1] == "coarsened-4096"
+        assert command[command.index("--rounds") + 1] == "7"
+        assert gate_mod.parse_args(command[4:]).gpus == "one"  # the gate's own parser takes it
+
+
 class TestSpreadEndToEnd:
     """The whole spread gate: one real gate per stand-in GPU at once, verdicts combined."""
 
@@ -105,17 +121,27 @@ class TestSpreadEndToEnd:
     def test_unknown_gpu_is_usage(self, repo):
         """--gpus naming a GPU the host lacks exits 2 in one line, measuring nothing."""
         base = repo.git("rev-parse", "HEAD")
-        done = subprocess.run(
-            repo.gate_command(base, base, "--gpus", "5"),
-            cwd=HARNESS_ROOT,
-            env=repo.env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        done = repo.run_gate(base, base, "--gpus", "5")
         assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1
         assert "0=GPU-fake" in done.stderr
         assert not (repo.tmp / "gate.json").exists()
+
+    @pytest.mark.parametrize(
+        ("extra", "expected"),
+        [
+            (("--base", "no-such-branch"), "--base 'no-such-branch' is not a commit"),
+            (("--rounds", "2"), "--rounds: gate.rounds = 2 can never reach"),
+            (("--cases-from", "nosuchmodule:cases"), "no module 'nosuchmodule'"),
+        ],
+    )
+    def test_usage_error_is_one_line_before_spreading(self, repo, extra, expected):
+        """A spread gate (here the default on two GPUs) checks what one gate would refuse first:
+        one line and exit 2, not one error per GPU's gate after a line about spreading."""
+        base = repo.git("rev-parse", "HEAD")
+        done = repo.run_gate(base, base, *extra)  # a repeated option: argparse takes the last
+        lines = done.stderr.strip().splitlines()
+        assert done.returncode == 2 and len(lines) == 1, done.stderr
+        assert expected in lines[0] and "spreading" not in done.stderr
 
     @pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
     def test_interrupt_cleans_up(self, repo, signum, code):

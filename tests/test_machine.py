@@ -320,9 +320,17 @@ class TestVisibleGpus:
         monkeypatch.setenv("CUDA_VISIBLE_DEVICES", f"{b},0")
         assert machine.visible_gpus() == [b, a]
 
-    @pytest.mark.parametrize("visible", ["MIG-1234", "GPU-ab", "0,MIG-1234"])
+    def test_a_gpu_named_twice_is_one(self, two_gpu_host, monkeypatch):
+        """By index and by UUID, or twice by index: one GPU, so a default gate does not spread."""
+        a, _ = two_gpu_host
+        for visible in (f"0,{a}", "0,0"):
+            monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+            assert machine.visible_gpus() == [a]
+
+    @pytest.mark.parametrize("visible", ["MIG-1234", "GPU-ab", "0,MIG-1234", "", "-1"])
     def test_unknown_entry_is_none(self, two_gpu_host, monkeypatch, visible):
-        """A MIG instance or a UUID prefix: only CUDA knows which GPU, so stay on one."""
+        """A MIG instance, a UUID prefix, or an empty or invalid list (CUDA then sees no GPU):
+        only CUDA knows which GPU, so stay on one."""
         monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
         assert machine.visible_gpus() == []
 

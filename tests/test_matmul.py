@@ -143,11 +143,13 @@ def test_dispatch_on_asv_shapes(shape, rng):
 
 
 @gpu
-def test_naive_any_m(rng):
-    """naive is right past 65535 row blocks (M > 1,048,560): matmul launches it per row chunk."""
+@pytest.mark.parametrize("m", [1_048_560, 1_048_561, 1_100_000])
+def test_naive_any_m(m, rng):
+    """naive is right at and past 65535 row blocks (M = 1,048,560; one more row is a one-row
+    second launch): matmul launches it per row chunk, on row views of A and C."""
     import cupy
 
-    m, n, k = 1_100_000, 4, 4
+    n, k = 4, 4
     a = rng.standard_normal((m, k), dtype=cupy.float32)
     b = rng.standard_normal((k, n), dtype=cupy.float32)
     c = matmul(a, b, variant="naive", out=poisoned(m, n))

@@ -222,15 +222,18 @@ class TestCommandLine:
 class TestRepick:
     """`tune --repick`: the table and doc again from stored measurements, no GPU."""
 
+    A, B = (config_name(c) for c in VARIANTS["coarsened"].configs[:2])  # registered names
+
     def rows(self):
         rows = [
-            row((2048, 2048, 2048), "A", 1, 1.00),
-            row((2048, 2048, 2048), "B", 1, 1.05),
-            row((2049, 2049, 2049), "A", 1, 1.60),
-            row((2049, 2049, 2049), "B", 1, 1.10),
+            row((2048, 2048, 2048), self.A, 1, 1.00),
+            row((2048, 2048, 2048), self.B, 1, 1.05),
+            row((2049, 2049, 2049), self.A, 1, 1.60),
+            row((2049, 2049, 2049), self.B, 1, 1.10),
         ]
         for r in rows:
             r.update(correct=True, tflops=1.0, fraction_of_cublas=0.9, relative_error=1e-7)
+            r.update(repeat=20, warmup=2)
         return rows
 
     def test_repick_splits_the_scalar_class(self, tmp_path):
@@ -254,8 +257,8 @@ class TestRepick:
         )
         assert code == 0
         text = table.read_text()
-        assert '"2048x2048x2048": ("A", 1)' in text
-        assert '"2048x2048x2048-scalar": ("B", 1)' in text
+        assert f'"2048x2048x2048": ("{self.A}", 1)' in text
+        assert f'"2048x2048x2048-scalar": ("{self.B}", 1)' in text
         assert '"tuned": "2026-01-01 at abc1234"' in text
         assert "Re-picked without a GPU" in doc.read_text()
 
@@ -269,6 +272,61 @@ class TestRepick:
         err = capsys.readouterr().err.strip().splitlines()
         assert code == 2 and len(err) == 1 and "--repick" in err[0]
         assert not table.exists()
+
+    @pytest.mark.parametrize(
+        ("change", "expected"),
+        [
+            ({"m": "2048"}, "row 3: m, n, k and splits must be positive whole numbers"),
+            ({"splits": 0}, "row 3: m, n, k and splits must be positive whole numbers"),
+            ({"config": "BM1-BN1"}, "row 3: configuration 'BM1-BN1' is not registered"),
+            ({"correct": "yes"}, "row 3: correct must be true or false"),
+            ({"median_s": 0}, "row 3: median_s, tflops and fraction_of_cublas must be numbers"),
+            ({"tflops": "fast"}, "row 3: median_s, tflops and fraction_of_cublas must be numbers"),
+            ({"repeat": [20]}, "row 3: repeat and warmup, where recorded, must be whole numbers"),
+            ({"warmup": 3}, "the rows disagree on warmup"),
+        ],
+    )
+    def test_bad_row_is_usage_before_any_write(self, tmp_path, capsys, change, expected):
+        """A row of the wrong type or an unregistered configuration: exit 2 naming the row, and
+        neither the table nor the doc is touched (no half-written pair)."""
+        import json
+
+        rows = self.rows()
+        rows[2].update(change)
+        measured = tmp_path / "tune.json"
+        measured.write_text(json.dumps(rows))
+        table, doc = tmp_path / "table.py", tmp_path / "tuning.md"
+        code = tune.main(["--repick", str(measured), "--table", str(table), "--doc", str(doc)])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert code == 2 and len(err) == 1, err
+        assert expected in err[0]
+        assert not table.exists() and not doc.exists()
+
+    @pytest.mark.parametrize(
+        ("extra", "expected"),
+        [
+            (["2048"], "not SHAPE"),
+            (["--dry-run"], "not --dry-run"),
+            (["--json", "out.json"], "not --json"),
+            (["--budget-s", "60"], "not --budget-s"),
+        ],
+    )
+    def test_measuring_options_with_repick_are_usage(self, tmp_path, capsys, extra, expected):
+        """--repick measures nothing, so an option only a measuring run uses is refused."""
+        measured = tmp_path / "tune.json"
+        measured.write_text("[]")
+        with pytest.raises(SystemExit) as exit_info:
+            tune.main(["--repick", str(measured), *extra])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert exit_info.value.code == 2 and len(err) == 1 and expected in err[0]
+
+    @pytest.mark.parametrize("extra", [["--dry-run"], ["64"]])
+    def test_tuned_without_repick_is_usage(self, capsys, extra):
+        """--tuned stamps re-picked measurements only; a measuring run dates itself."""
+        with pytest.raises(SystemExit) as exit_info:
+            tune.main(["--tuned", "2026-01-01 at abc1234", *extra])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert exit_info.value.code == 2 and len(err) == 1 and "--tuned goes only with" in err[0]
 
 
 class TestEvidenceScript:
@@ -512,6 +570,18 @@ class TestMainThroughMeasure:
         assert self.read_table(table) == {"1024x1024x1024": (BEST, 2)}
         assert f"**{BEST}**" in doc.read_text() and "WRONG" not in doc.read_text()
         assert "float64 product" in doc.read_text()
+
+    def test_repick_round_trip_describes_the_run(self, paths, tmp_path, capsys):
+        """A run's --json re-picks to the same winner, and the section gives that run's repeat
+        and warm-ups (recorded in its rows), not --repick's defaults."""
+        table, doc, out = paths
+        argv = ["1024", "--repeat", "4", "--warmup", "1", "--json", str(out)]
+        assert tune.main([*argv, "--table", str(table), "--doc", str(doc)]) == 0
+        again, again_doc = tmp_path / "again.py", tmp_path / "again.md"
+        code = tune.main(["--repick", str(out), "--table", str(again), "--doc", str(again_doc)])
+        assert code == 0, capsys.readouterr().err
+        assert f'"1024x1024x1024": ("{BEST}", 2)' in again.read_text()
+        assert "median of 4 DeviceTimer samples after 1 warm-ups" in again_doc.read_text()
 
     def test_wrong_candidate_never_wins_and_exits_1(self, paths, double, capsys):
         """The fastest candidate, if wrong, is marked WRONG, left out of the table; exit 1."""

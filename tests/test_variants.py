@@ -112,12 +112,12 @@ class TestWarpTileMapping:
         assert {r for r, _ in owned} == set(range(config["BM"]))
         assert {c for _, c in owned} == set(range(config["BN"]))
 
-    @pytest.mark.parametrize("config", VARIANTS["coarsened"].configs, ids=config_name)
+    @pytest.mark.parametrize(
+        "config", [c for c in VARIANTS["coarsened"].configs if c["WN"] == c["BN"]], ids=config_name
+    )
     def test_full_width_warp_is_the_thread_row_layout(self, config):
         """WN = BN gives thread tid rows ty*4 + g*4*THREADS_Y + i, columns tx*4 + g*4*THREADS_X
         + j (ty, tx = divmod(tid, THREADS_X)): the layout measured before warp tiles existed."""
-        if config["WN"] != config["BN"]:
-            pytest.skip("a warp tile narrower than the block")
         threads_y, threads_x = config["BM"] // config["TM"], config["BN"] // config["TN"]
         for tid in range(threads_y * threads_x):
             ty, tx = divmod(tid, threads_x)
@@ -213,6 +213,24 @@ class TestGrid:
         assert _row_chunks(naive, naive.config, 100) == [(0, 100)]
         with pytest.raises(ValueError, match="over CUDA's grid limit of 65535"):
             _grid(naive, naive.config, 1_100_000, 4)  # one launch for all of it would not fit
+
+    @pytest.mark.parametrize(
+        ("m", "expected"),
+        [
+            (0, []),
+            (65535 * 16, [(0, 65535 * 16)]),  # exactly one full launch
+            (65535 * 16 + 1, [(0, 65535 * 16), (65535 * 16, 1)]),  # a one-row last launch
+            (2 * 65535 * 16, [(0, 65535 * 16), (65535 * 16, 65535 * 16)]),
+        ],
+    )
+    def test_row_chunks_at_the_boundaries(self, m, expected):
+        """Chunks cover rows 0..M-1 once, each within the grid limit, at and past a boundary."""
+        from gemm._api import _grid, _row_chunks
+
+        naive = VARIANTS["naive"]
+        chunks = _row_chunks(naive, naive.config, m)
+        assert chunks == expected
+        assert all(_grid(naive, naive.config, rows, 4)[1] <= 65535 for _, rows in chunks)
 
     def test_tiled_refuses_rows_past_the_grid_limit(self):
         """A variant launched in one piece names the limit instead of launching a bad grid."""
