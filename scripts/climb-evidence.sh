@@ -92,14 +92,8 @@ echo "climb-evidence: time_gemm for ${variant_list[*]} on $shapes shapes, $round
 
 # _env.sh and history install into $PY, on the GPU machine a system python3 (PEP 668).
 export PIP_BREAK_SYSTEM_PACKAGES=1
-if [[ $dry == 1 ]]; then
-    PY=${GEMM_PYTHON:-python3}  # no install: the dry path only plans
-else
-    # shellcheck source=scripts/_env.sh
-    source "$repo/scripts/_env.sh"
-fi
-set +e
-cd "$repo" || exit 1
+# shellcheck source=scripts/_evidence_env.sh
+source "$repo/scripts/_evidence_env.sh"
 # Seconds from the start: a history still running then gets SIGINT (it stops asv and keeps what
 # is stored), SIGKILL 25 s later; with the reinstall on exit, the whole stays within 5 minutes.
 hard_stop=260
@@ -115,14 +109,7 @@ if [[ $dry != 1 ]]; then
     "$PY" -c "import asv, asv_runner, cupy" || { echo "climb-evidence: $PY lacks asv, asv_runner or cupy" >&2; exit 4; }
 fi
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/climb-evidence.XXXXXX")
-# shellcheck disable=SC2317  # called by the EXIT trap
-restore() {
-    # history installed the kernel commits into $PY: give it this checkout back, as _env.sh does.
-    [[ $dry == 1 ]] || "$PY" -m pip install -q --no-deps --no-build-isolation -e "$repo" >/dev/null 2>&1
-    rm -rf "$work"
-}
-trap restore EXIT
+evidence_scratch climb-evidence
 clone=$work/repo
 mkdir -p "$work/home"
 # shellcheck source=scripts/_snapshot.sh

@@ -29,14 +29,8 @@ fi
 out=$(cd "$out" && pwd)
 dry=${DRY_RUN:-0}
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-if [[ $dry == 1 ]]; then
-    PY=${GEMM_PYTHON:-python3}  # no install: the dry path only plans
-else
-    # shellcheck source=scripts/_env.sh
-    source "$repo/scripts/_env.sh"
-fi
-set +e
-cd "$repo" || exit 1
+# shellcheck source=scripts/_evidence_env.sh
+source "$repo/scripts/_evidence_env.sh"
 started=$SECONDS
 planter=$repo/scripts/slowdown.py
 helper=$repo/scripts/measure_evidence.py

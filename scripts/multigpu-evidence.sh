@@ -45,14 +45,8 @@ out=$(cd "$out" && pwd)
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # _env.sh and history install into $PY, on the GPU machine a system python3 (PEP 668).
 export PIP_BREAK_SYSTEM_PACKAGES=1
-if [[ $dry == 1 ]]; then
-    PY=${GEMM_PYTHON:-python3}  # no install: the dry path only plans
-else
-    # shellcheck source=scripts/_env.sh
-    source "$repo/scripts/_env.sh"
-fi
-set +e
-cd "$repo" || exit 1
+# shellcheck source=scripts/_evidence_env.sh
+source "$repo/scripts/_evidence_env.sh"
 started=$SECONDS
 hard_stop=530  # seconds: the lead's call is cut at 540
 helper=$repo/scripts/multigpu_evidence.py
@@ -82,14 +76,7 @@ else
 fi
 
 banner "throwaway repository: the working tree, $commits commits of the same code, and a plant"
-work=$(mktemp -d "${TMPDIR:-/tmp}/multigpu-evidence.XXXXXX")
-# shellcheck disable=SC2317  # called by the EXIT trap
-restore() {
-    # history installed the throwaway commits into $PY: give it this checkout back, as _env.sh does.
-    [[ $dry == 1 ]] || "$PY" -m pip install -q --no-deps --no-build-isolation -e "$repo" >/dev/null 2>&1
-    rm -rf "$work"
-}
-trap restore EXIT
+evidence_scratch multigpu-evidence
 clone=$work/repo
 mkdir -p "$clone" "$work/home"
 : >"$out/gate-logs.txt"

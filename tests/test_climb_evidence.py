@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import re
@@ -15,6 +14,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from test_dashboard import _BROWSER_MISSING, generate, load_script  # noqa: E402
+
 from benchmarks.common import SHAPES  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -24,16 +25,6 @@ FIXTURE = REPO_ROOT / "tests" / "fixtures" / "asv"
 KERNEL, TABLE = "gemm/kernels/03_coarsened.cu", "gemm/dispatch_table.py"
 
 
-def load_script(path: Path, name: str):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-generate = load_script(FIXTURE / "generate.py", "asv_fixture_generate")
-dashboard = load_script(REPO_ROOT / "scripts" / "dashboard-screenshot.py", "dashboard_screenshot")
 climb_table = load_script(REPO_ROOT / "scripts" / "climb_table.py", "climb_table")
 
 
@@ -141,18 +132,20 @@ def planned(stdout: str) -> list[tuple[str, str]]:
 class TestDryRun:
     """--dry-run builds the throwaway clone and prints the plan; nothing is measured."""
 
+    @staticmethod
+    def dry_run(repo: Path, out: Path, *commits: str, **env: str):
+        """climb-evidence.sh --dry-run in the throwaway project; it must exit 0."""
+        done = bash(
+            repo / "scripts" / "climb-evidence.sh", "--dry-run", str(out), *commits, cwd=repo, **env
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done
+
     def test_default_list_is_the_kernel_commits_of_main(self, project, tmp_path):
         """BASE, then the first-parent commits that changed the kernel or the table (a merged
         branch's commit by its merge); measured oldest, newest, then the rest."""
         repo, roles = project
-        done = bash(
-            repo / "scripts" / "climb-evidence.sh",
-            "--dry-run",
-            str(tmp_path / "out"),
-            cwd=repo,
-            BASE=roles["base"][:7],
-        )
-        assert done.returncode == 0, done.stdout + done.stderr
+        done = self.dry_run(repo, tmp_path / "out", BASE=roles["base"][:7])
         plan = planned(done.stdout)
         assert [sha for sha, _ in plan] == [roles["base"], roles["merge"], roles["kernel"]]
         listed = (tmp_path / "out" / "commits.txt").read_text().split("\n")
@@ -169,14 +162,7 @@ class TestDryRun:
         """history's --bench is a regular expression that asv matches against "name(params)":
         it selects coarsened and cuBLAS time_gemm on every shape, and nothing else."""
         repo, roles = project
-        done = bash(
-            repo / "scripts" / "climb-evidence.sh",
-            "--dry-run",
-            str(tmp_path / "out"),
-            "HEAD",
-            cwd=repo,
-        )
-        assert done.returncode == 0, done.stdout + done.stderr
+        done = self.dry_run(repo, tmp_path / "out", "HEAD")
         pattern = re.compile(planned(done.stdout)[0][1])
         name = "bench_gemm.Gemm.{}('{}', '4096x4096x4096')"
         assert pattern.search(name.format("time_gemm", "coarsened"))
@@ -187,29 +173,14 @@ class TestDryRun:
     def test_budget_caps_the_list_keeping_both_ends(self, project, tmp_path):
         """A budget that holds fewer commits keeps the first and the last and says so."""
         repo, roles = project
-        done = bash(
-            repo / "scripts" / "climb-evidence.sh",
-            "--dry-run",
-            str(tmp_path / "out"),
-            cwd=repo,
-            BASE=roles["base"],
-            BUDGET_S="60",
-        )
-        assert done.returncode == 0, done.stdout + done.stderr
+        done = self.dry_run(repo, tmp_path / "out", BASE=roles["base"], BUDGET_S="60")
         assert "3 commits do not fit BUDGET_S=60" in done.stderr
         assert [sha for sha, _ in planned(done.stdout)] == [roles["base"], roles["merge"]]
 
     def test_commit_off_main_is_noted(self, project, tmp_path):
         """A COMMIT off HEAD's first-parent line is measured but named: publish will drop it."""
         repo, roles = project
-        done = bash(
-            repo / "scripts" / "climb-evidence.sh",
-            "--dry-run",
-            str(tmp_path / "out"),
-            roles["side"],
-            cwd=repo,
-        )
-        assert done.returncode == 0, done.stdout + done.stderr
+        done = self.dry_run(repo, tmp_path / "out", roles["side"])
         assert f"{roles['side'][:12]} is not on the first-parent line of HEAD" in done.stderr
         assert [sha for sha, _ in planned(done.stdout)] == [roles["side"]]
 
@@ -252,21 +223,7 @@ class TestPublishArguments:
         one_line_error(done, "has no branch main")
 
 
-def _browser_missing() -> str | None:
-    try:
-        dashboard.find_chromium()
-    except FileNotFoundError:
-        return "needs Chromium: apt-get install chromium"
-    vendored = all(
-        dashboard.DEFAULT_CACHE.joinpath(f"{spec.replace('@', '-')}.tgz").exists()
-        for spec, _ in dashboard.VENDOR.values()
-    )
-    if not vendored and shutil.which("npm") is None:
-        return "needs npm once, for the dashboard's libraries: apt-get install npm"
-    return None
-
-
-@pytest.mark.skipif(_browser_missing() is not None, reason=str(_browser_missing()))
+@pytest.mark.skipif(_BROWSER_MISSING is not None, reason=str(_BROWSER_MISSING))
 def test_publish_screenshots_every_shape(tmp_path):
     """The fixture's six commits (asv 0.6.6 result files, tests/fixtures/asv) published from a
     copy: the graph of coarsened holds one line per shape with one point per commit, and the
