@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -11,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from evidence_scripts import run_bash as bash
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -26,13 +26,6 @@ KERNEL, TABLE = "gemm/kernels/03_coarsened.cu", "gemm/dispatch_table.py"
 
 
 climb_table = load_script(REPO_ROOT / "scripts" / "climb_table.py", "climb_table")
-
-
-def bash(script: Path, *args: str, cwd: Path = REPO_ROOT, **env: str):
-    full = {**os.environ, "GEMM_PYTHON": sys.executable, **env}
-    return subprocess.run(
-        ["bash", str(script), *args], cwd=cwd, env=full, capture_output=True, text=True, timeout=180
-    )
 
 
 def one_line_error(done: subprocess.CompletedProcess, message: str) -> None:

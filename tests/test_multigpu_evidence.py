@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from evidence_scripts import run_bash
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = REPO_ROOT / "scripts" / "multigpu-evidence.sh"
@@ -21,15 +21,7 @@ A, B = "GPU-aaaa", "GPU-bbbb"
 
 
 def script(*args: str, **env: str) -> subprocess.CompletedProcess:
-    full = {**os.environ, "GEMM_PYTHON": sys.executable, **env}
-    return subprocess.run(
-        ["bash", str(SCRIPT), *args],
-        cwd=REPO_ROOT,
-        env=full,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return run_bash(SCRIPT, *args, **env)
 
 
 class TestArguments:
