@@ -198,6 +198,13 @@ def interrupt_history(command, repo, env, marker: str, needle: str) -> tuple[int
     return process.returncode, "".join(seen) + rest
 
 
+def run_in(repo: Path, env: dict, command: list[str], timeout: int) -> subprocess.CompletedProcess:
+    """``command`` run in the throwaway repo with the test's environment, output captured."""
+    return subprocess.run(
+        command, cwd=repo, env=env, capture_output=True, text=True, timeout=timeout
+    )
+
+
 def history_command(project, *extra: str) -> list[str]:
     base = project["shas"][0]
     return [
@@ -264,9 +271,7 @@ class TestOfflineHistory:
         first_bytes = first.read_bytes()
 
         # 2. Resume: the stored commit is skipped and left as it was, the others are measured.
-        done = subprocess.run(
-            history_command(project), cwd=repo, env=env, capture_output=True, text=True, timeout=600
-        )
+        done = run_in(repo, env, history_command(project), timeout=600)
         assert done.returncode == 0, done.stdout + done.stderr
         assert f"[1/4] {package_shas[0][:8]}" in done.stdout
         assert "already stored, skipped" in done.stdout.splitlines()[1]
@@ -283,18 +288,15 @@ class TestOfflineHistory:
             assert "site-packages" in code[-1]["package_dir"]
 
         # 4. A third run finds everything stored and measures nothing.
-        again = subprocess.run(
-            history_command(project), cwd=repo, env=env, capture_output=True, text=True, timeout=120
-        )
+        again = run_in(repo, env, history_command(project), timeout=120)
         assert again.returncode == 0 and again.stdout.count("already stored, skipped") == 4
 
         # 5. Stored results are valid, and publish lists the 4x slower commit as a regression.
-        check = subprocess.run(
+        check = run_in(
+            repo,
+            env,
             [sys.executable, "-m", "gemmbench", "check-results", "--machine", MACHINE],
-            cwd=repo,
-            env=env,
-            capture_output=True,
-            text=True,
+            timeout=120,
         )
         assert check.returncode == 0, check.stderr
         subprocess.run(
@@ -420,23 +422,13 @@ class TestHistoryOnSeveralGpus:
             ([], f"GPU 1: {FAKE_UUIDS[1]} is recorded but not used"),
             (["--gpus", "1,0"], f"GPU 0: {FAKE_UUIDS[0]} -> {FAKE_UUIDS[1]}"),
         ):
-            done = subprocess.run(
-                sharded_command(sharded, *extra),
-                cwd=sharded["repo"],
-                env=sharded["env"],
-                capture_output=True,
-                text=True,
-                timeout=120,
+            done = run_in(
+                sharded["repo"], sharded["env"], sharded_command(sharded, *extra), timeout=120
             )
             assert done.returncode == history.EXIT_MISMATCH, done.stdout + done.stderr
             assert len(done.stderr.strip().splitlines()) == 1 and named in done.stderr
-        bad = subprocess.run(
-            sharded_command(sharded, "--gpus", "5"),
-            cwd=sharded["repo"],
-            env=sharded["env"],
-            capture_output=True,
-            text=True,
-            timeout=120,
+        bad = run_in(
+            sharded["repo"], sharded["env"], sharded_command(sharded, "--gpus", "5"), timeout=120
         )
         assert bad.returncode == history.EXIT_SETUP and "0=GPU-fake" in bad.stderr
         assert not (sharded["repo"] / ".asv" / "results" / SHARDED_MACHINE).exists()
@@ -458,14 +450,7 @@ class TestHistoryOnSeveralGpus:
         assert not list((results_dir / SHARDED_MACHINE).glob("*.partial"))
         first_bytes = first[0].read_bytes()
 
-        done = subprocess.run(
-            sharded_command(sharded, "--gpus", "all"),
-            cwd=repo,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
+        done = run_in(repo, env, sharded_command(sharded, "--gpus", "all"), timeout=600)
         assert done.returncode == 0, done.stdout + done.stderr
         assert "already stored, skipped" in done.stdout, done.stdout
         assert first[0].read_bytes() == first_bytes
@@ -481,23 +466,15 @@ class TestHistoryOnSeveralGpus:
             for combo, device in zip(row["params"][0], row["result"], strict=True):
                 home = homes[f"bench_tiny.track_device({combo})"]
                 assert device == FAKE_UUIDS.index(home) + 1, (sha[:8], combo, home)
-        again = subprocess.run(
-            sharded_command(sharded, "--gpus", "all"),
-            cwd=repo,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        again = run_in(repo, env, sharded_command(sharded, "--gpus", "all"), timeout=120)
         assert again.returncode == 0 and again.stdout.count("already stored, skipped") == 2
         assert history.load_homes(results_dir, SHARDED_MACHINE) == homes
 
-        check = subprocess.run(
+        check = run_in(
+            repo,
+            env,
             [sys.executable, "-m", "gemmbench", "check-results", "--machine", SHARDED_MACHINE],
-            cwd=repo,
-            env=env,
-            capture_output=True,
-            text=True,
+            timeout=120,
         )
         assert check.returncode == 0, check.stdout + check.stderr
         subprocess.run(
