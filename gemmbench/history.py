@@ -359,16 +359,24 @@ def run_asv(args: Sequence[str], env: dict[str, str], cwd: Path) -> int:
     process = subprocess.Popen(
         [sys.executable, "-m", "asv", *args], env=env, cwd=cwd, start_new_session=True
     )
+    return wait_or_stop([process])[0]
+
+
+def wait_or_stop(processes: Sequence[subprocess.Popen]) -> list[int]:
+    """Each process's exit code; on an interrupt, SIGINT to every process group (asv then stops
+    its benchmarks and keeps what it stored), SIGKILL to any still running 30 s later."""
     try:
-        return process.wait()
+        return [process.wait() for process in processes]
     except BaseException:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGINT)
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+        for process in processes:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGINT)
+        for process in processes:
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
         raise
 
 
@@ -470,19 +478,7 @@ def run_asv_together(
         )
         for (args, env), machine_file in zip(runs, machine_files, strict=True)
     ]
-    try:
-        return [process.wait() for process in processes]
-    except BaseException:
-        for process in processes:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGINT)
-        for process in processes:
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
-        raise
+    return wait_or_stop(processes)
 
 
 def write_atomically(path: Path, document: dict) -> None:
