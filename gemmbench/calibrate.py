@@ -169,9 +169,14 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         prog="python -m gemmbench calibrate",
         description="Run A/A gate comparisons on this runner and write its gate tolerance into "
         "thresholds.toml (docs/gate.md, 'Calibrating a runner').",
-        epilog="Exit codes: 0 calibrated, 1 an A/A run failed on a broken benchmark, 2 usage, "
-        "3 inconclusive (a run was throttled or unstable: nothing written), 4 infrastructure. "
-        "docs/exit-codes.md.",
+        epilog=exitcodes.epilog(
+            "calibrate",
+            {
+                0: "calibrated",
+                1: "an A/A run failed on a broken benchmark",
+                3: "inconclusive (a run was throttled or unstable: nothing written)",
+            },
+        ),
     )
     p.add_argument("--runs", type=int, default=10, help="A/A gate runs (default 10)")
     p.add_argument("--rev", default="HEAD", help="the commit measured on both sides (default HEAD)")

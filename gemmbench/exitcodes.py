@@ -50,6 +50,16 @@ COMMANDS: dict[str, tuple[int, ...]] = {
 }
 
 
+def epilog(command: str, words: dict[int, str]) -> str:
+    """``--help``'s exit-code line for ``command``: every code COMMANDS lists for it, in the
+    command's own ``words`` where given, else in the table's name for the code."""
+    unknown = set(words) - set(COMMANDS[command])
+    if unknown:
+        raise ValueError(f"{command} does not return {sorted(unknown)} (exitcodes.COMMANDS)")
+    parts = [f"{code} {words.get(code, TABLE[code][0])}" for code in COMMANDS[command]]
+    return f"Exit codes: {', '.join(parts)}. docs/exit-codes.md has the table for every command."
+
+
 def markdown_tables() -> str:
     """The two tables of docs/exit-codes.md, generated from TABLE and COMMANDS (a test compares)."""
     lines = ["| code | name | meaning |", "|--:|---|---|"]

@@ -404,8 +404,10 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         prog="python -m gemmbench gate",
         description="Compare a pull request's head with its merge-base, interleaved on a GPU "
         "(spread over the GPUs this process may use when there are several).",
-        epilog="Exit codes: 0 pass, 1 regression, 2 usage error, 3 inconclusive (rerun), "
-        "4 infrastructure failure, 130 interrupted, 143 terminated. See docs/gate.md.",
+        epilog=exitcodes.epilog(
+            "gate",
+            {0: "pass", 1: "regression", 3: "inconclusive (rerun)", 4: "infrastructure failure"},
+        ),
     )
     parser.add_argument(
         "--base",

@@ -39,8 +39,9 @@ def _parser(variants: list[str]) -> OneLineErrorParser:
         prog="python -m gemmbench report",
         description="Check each GEMM variant against a float64 product, time it with CUDA events "
         "(gemmbench.measure), and print time, TFLOP/s, fraction of cuBLAS and speed-up over naive.",
-        epilog="Exit codes: 0 all correct, 1 a variant gave a wrong result, 2 usage error, "
-        "4 no usable GPU. docs/exit-codes.md has the table for every command.",
+        epilog=exitcodes.epilog(
+            "report", {0: "all correct", 1: "a variant gave a wrong result", 4: "no usable GPU"}
+        ),
     )
     p.add_argument("shapes", nargs="*", type=parse_shape, help="N (square) or MxNxK; default 4096")
     p.add_argument(

@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from gemmbench import exitcodes, gate_decision, machine
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -42,3 +44,20 @@ def test_no_command_is_a_usage_error():
     assert done.stderr.strip().splitlines() == [
         f"python -m gemmbench: no command given; name one of {', '.join(COMMANDS)}"
     ]
+
+
+@pytest.mark.parametrize("command", ["gate", "calibrate", "report"])
+def test_help_lists_every_code_of_the_command(command):
+    """Each command's --help names exactly the codes exitcodes.COMMANDS gives it."""
+    done = subprocess.run(
+        [sys.executable, "-m", "gemmbench", command, "--help"], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    line = " ".join(done.stdout.split()).split("Exit codes: ")[1].split(". docs/")[0]
+    listed = [int(part.split()[0]) for part in line.split(", ") if part.split()[0].isdigit()]
+    assert listed == list(exitcodes.COMMANDS[command])
+
+
+def test_epilog_refuses_a_code_the_command_never_returns():
+    with pytest.raises(ValueError, match="does not return"):
+        exitcodes.epilog("report", {3: "inconclusive"})
