@@ -15,6 +15,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gitrepo import git
+
 ROOT = Path(__file__).resolve().parents[1]
 DOUBLES = ROOT / "tests" / "act" / "actions"
 USES = re.compile(r"^\s*(?:-\s+)?uses:\s*(actions/([\w-]+)@[0-9a-f]{40})", re.M)
@@ -46,15 +48,6 @@ def pinned_actions() -> dict[str, str]:
         for pinned, name in USES.findall(path.read_text()):
             found[pinned] = str(DOUBLES / name)
     return found
-
-
-def git(cwd: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", "-C", str(cwd), "-c", "user.name=act test", "-c", "user.email=act@test", *args],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
 
 
 SKIP_DIRS = {".git", ".venv", ".whl", ".asv", "__pycache__", ".pytest_cache", ".ruff_cache"}

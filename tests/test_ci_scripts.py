@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from ci_results import machine_results
+from gitrepo import git
 
 ROOT = Path(__file__).resolve().parents[1]
 CI = ROOT / "scripts" / "ci"
@@ -25,13 +26,6 @@ def run(*args: str, cwd: Path = ROOT, env: dict | None = None) -> subprocess.Com
         [*args], cwd=cwd, capture_output=True, text=True, env={**os.environ, **(env or {})},
         timeout=120,
     )  # fmt: skip
-
-
-def git(cwd: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", "-C", str(cwd), "-c", "user.name=t", "-c", "user.email=t@t", *args],
-        check=True, capture_output=True, text=True,
-    ).stdout.strip()  # fmt: skip
 
 
 @pytest.mark.parametrize(

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from evidence_scripts import run_bash as bash
+from gitrepo import git
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -62,14 +63,6 @@ class TestEvidenceArguments:
     def test_unwritable_outdir(self):
         """An OUTDIR that cannot be made is named."""
         one_line_error(bash(EVIDENCE, "/proc/no/such/dir", "HEAD"), "cannot write to OUTDIR")
-
-
-def git(repo: Path, *args: str) -> str:
-    who = ["-c", "user.name=test", "-c", "user.email=test@localhost", "-c", "commit.gpgsign=false"]
-    done = subprocess.run(
-        ["git", *who, *args], cwd=repo, check=True, capture_output=True, text=True
-    )
-    return done.stdout.strip()
 
 
 def touch(repo: Path, path: str, line: str) -> None:

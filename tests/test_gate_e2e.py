@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from gitrepo import IDENTITY
 
 HARNESS_ROOT = Path(__file__).resolve().parent.parent
 
@@ -64,13 +65,7 @@ max_clock_drop = 0.10
 max_spread = 1.0
 """
 
-GIT_ENV = {
-    "GIT_AUTHOR_NAME": "gate test",
-    "GIT_AUTHOR_EMAIL": "gate@example.invalid",
-    "GIT_COMMITTER_NAME": "gate test",
-    "GIT_COMMITTER_EMAIL": "gate@example.invalid",
-    "GIT_CONFIG_NOSYSTEM": "1",
-}
+GIT_ENV = {**IDENTITY, "GIT_CONFIG_NOSYSTEM": "1"}
 
 
 class Repo:

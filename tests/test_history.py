@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from gitrepo import git
 
 from gemmbench import history, results, shard
 
@@ -74,19 +75,6 @@ license = "MIT"
 [tool.setuptools]
 packages = ["tinypkg"]
 """
-
-
-def git(repo: Path, *args: str) -> str:
-    env = dict(
-        os.environ,
-        GIT_AUTHOR_NAME="t",
-        GIT_AUTHOR_EMAIL="t@example.invalid",
-        GIT_COMMITTER_NAME="t",
-        GIT_COMMITTER_EMAIL="t@example.invalid",
-    )
-    return subprocess.run(
-        ["git", "-C", str(repo), *args], check=True, capture_output=True, text=True, env=env
-    ).stdout.strip()
 
 
 def write_package(repo: Path, marker: int, work: float) -> None:

@@ -14,17 +14,12 @@ from pathlib import Path
 
 import pytest
 from ci_results import artifact, machine_results
+from gitrepo import git
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "ci" / "push_results.py"
 TOKEN = "ghs_FAKEtoken0123456789abcdefSECRET"
 RUNNERS = [{"machine": m, "labels": ["self-hosted", "gpu-history", m]} for m in ("m1", "m2")]
-
-
-def git(cwd: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", "-C", str(cwd), *args], check=True, capture_output=True, text=True
-    ).stdout
 
 
 @pytest.fixture

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from gitrepo import IDENTITY
 
 from gemmbench import timing
 
@@ -115,11 +116,8 @@ def test_asv_records_device_samples(tmp_path):
     )
     env = dict(
         os.environ,
+        **IDENTITY,
         HOME=str(tmp_path),
-        GIT_AUTHOR_NAME="t",
-        GIT_COMMITTER_NAME="t",
-        GIT_AUTHOR_EMAIL="t@example.invalid",
-        GIT_COMMITTER_EMAIL="t@example.invalid",
         ASV_PYTHONPATH=str(REPO_ROOT),
     )
     for command in (
