@@ -7,31 +7,17 @@ import signal
 from pathlib import Path
 
 import pytest
+from fake_gpus import UUIDS, install_smi
 from test_gate_e2e import MEASURED, Repo, start_measuring
 
 from gemmbench import gate as gate_mod
 from gemmbench import gate_gpus
 
-UUIDS = ("GPU-fake0000-0000-0000-0000-000000000001", "GPU-fake0000-0000-0000-0000-000000000002")
-# Stand-in for nvidia-smi on a two-GPU host: answers the index,uuid query as the real tool does
-# and fails, as the real one does, for anything it cannot answer.
-FAKE_SMI = f"""#!/bin/sh
-if [ "$1" = "--query-gpu=index,uuid" ]; then
-  printf '0, {UUIDS[0]}\\n1, {UUIDS[1]}\\n'
-  exit 0
-fi
-echo "stand-in nvidia-smi: no answer for $*" >&2
-exit 9
-"""
-
 
 @pytest.fixture
 def repo(tmp_path):
     repo = Repo(tmp_path / "repo", tmp_path)
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "nvidia-smi").write_text(FAKE_SMI)
-    (bin_dir / "nvidia-smi").chmod(0o755)
+    bin_dir = install_smi(tmp_path / "bin")
     repo.env["PATH"] = f"{bin_dir}{os.pathsep}{os.environ['PATH']}"
     repo.env.pop("CUDA_VISIBLE_DEVICES", None)
     return repo

@@ -14,6 +14,8 @@ import time
 from pathlib import Path
 
 import pytest
+from fake_gpus import UUIDS as FAKE_UUIDS
+from fake_gpus import install_smi
 from gitrepo import git
 
 from gemmbench import history, results, shard
@@ -307,20 +309,6 @@ class TestOfflineHistory:
 # The stand-in GPUs: UUIDs as nvidia-smi prints them. A benchmark process "runs on" the GPU whose
 # UUID history put in CUDA_VISIBLE_DEVICES, as a CUDA process does; track_device returns that
 # GPU's number, so each stored value says which device measured it.
-FAKE_UUIDS = (
-    "GPU-fake0000-0000-0000-0000-000000000001",
-    "GPU-fake0000-0000-0000-0000-000000000002",
-)
-FAKE_SMI = f"""#!/bin/sh
-# Stand-in for nvidia-smi on a two-GPU host: answers the index,uuid query as the real tool does
-# (one "index, uuid" line per GPU) and fails, as the real one does, for queries it cannot answer.
-if [ "$1" = "--query-gpu=index,uuid" ]; then
-  printf '0, {FAKE_UUIDS[0]}\\n1, {FAKE_UUIDS[1]}\\n'
-  exit 0
-fi
-echo "stand-in nvidia-smi: no answer for $*" >&2
-exit 9
-"""
 SHARDED_BENCHMARKS = '''\
 """A tiny CPU suite with parameters, standing in for the GEMM one on two GPUs."""
 import os
@@ -355,10 +343,7 @@ def sharded(tmp_path_factory):
     root = tmp_path_factory.mktemp("sharded")
     versions = [(1, 0.001), (PAUSED_MARKER, 0.001)]
     repo, shas, venv = make_project(root, SHARDED_BENCHMARKS, "base", versions)
-    bin_dir = root / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "nvidia-smi").write_text(FAKE_SMI)
-    (bin_dir / "nvidia-smi").chmod(0o755)
+    bin_dir = install_smi(root / "bin")
     home = root / "home"
     home.mkdir()
     env = dict(

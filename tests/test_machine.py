@@ -6,6 +6,7 @@ import json
 import os
 
 import pytest
+from fake_gpus import install_smi
 
 from gemmbench import machine
 
@@ -255,28 +256,13 @@ class TestMain:
         assert {"os", "arch", "cpu", "num_cpu", "ram"} <= set(record)
 
 
-# A stand-in for `nvidia-smi --query-gpu=index,uuid --format=csv,noheader,nounits` on a two-GPU
-# host: it prints what the real tool prints for that query (one "index, uuid" line per GPU) and
-# fails, as the real one does, for any other query, so a test cannot pass by asking something else.
 TWO_GPUS = ("GPU-11111111-0000-0000-0000-000000000000", "GPU-22222222-0000-0000-0000-000000000000")
-FAKE_SMI = """#!/bin/sh
-if [ "$1" = "--query-gpu=index,uuid" ]; then
-  printf '0, {0}\\n1, {1}\\n'
-  exit 0
-fi
-echo "stand-in nvidia-smi: unexpected arguments $*" >&2
-exit 9
-"""
 
 
 @pytest.fixture
 def two_gpu_host(tmp_path, monkeypatch):
     """PATH with a stand-in nvidia-smi that lists two GPUs by index and UUID."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    smi = bin_dir / "nvidia-smi"
-    smi.write_text(FAKE_SMI.format(*TWO_GPUS))
-    smi.chmod(0o755)
+    bin_dir = install_smi(tmp_path / "bin", TWO_GPUS)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     return TWO_GPUS
