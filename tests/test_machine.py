@@ -175,6 +175,13 @@ class TestIdentity:
         assert machine.default_name(FP) == "nvidia-h200"
 
 
+def record_machine(name: str, machine_file, results_dir) -> int:
+    """`gemmbench machine --name NAME` with its record file and results folder given."""
+    return machine.main(
+        ["--name", name, "--machine-file", str(machine_file), "--results-dir", str(results_dir)]
+    )
+
+
 class TestMain:
     """Tests for the `machine` command."""
 
@@ -195,16 +202,7 @@ class TestMain:
     def test_real_device_or_exit_4(self, tmp_path):
         """On this machine, the real probe either records a GPU or exits 4; it never crashes."""
         machine_file = tmp_path / "asv-machine.json"
-        status = machine.main(
-            [
-                "--name",
-                "probe",
-                "--machine-file",
-                str(machine_file),
-                "--results-dir",
-                str(tmp_path / "results"),
-            ]
-        )
+        status = record_machine("probe", machine_file, tmp_path / "results")
         assert status in (0, 4)
         if status == 0:
             record = json.loads(machine_file.read_text())["probe"]
@@ -217,19 +215,7 @@ class TestMain:
         monkeypatch.setattr(machine, "gpu_state", lambda: machine.state_from_row({}, 0))
         machine_file = tmp_path / "asv-machine.json"
         machine.save_record("h200", {**FP, "machine": "h200"}, machine_file)
-        assert (
-            machine.main(
-                [
-                    "--name",
-                    "h200",
-                    "--machine-file",
-                    str(machine_file),
-                    "--results-dir",
-                    str(tmp_path),
-                ]
-            )
-            == 5
-        )
+        assert record_machine("h200", machine_file, tmp_path) == 5
         assert "gpu_model: NVIDIA H200 -> NVIDIA H100" in capsys.readouterr().err
         assert json.loads(machine_file.read_text())["h200"]["gpu_model"] == "NVIDIA H200"
 
@@ -238,19 +224,7 @@ class TestMain:
         monkeypatch.setattr(machine, "fingerprint", lambda: dict(FP))
         monkeypatch.setattr(machine, "gpu_state", lambda: machine.state_from_row({}, 0))
         machine_file = tmp_path / "asv-machine.json"
-        assert (
-            machine.main(
-                [
-                    "--name",
-                    "h200",
-                    "--machine-file",
-                    str(machine_file),
-                    "--results-dir",
-                    str(tmp_path),
-                ]
-            )
-            == 0
-        )
+        assert record_machine("h200", machine_file, tmp_path) == 0
         record = json.loads(machine_file.read_text())["h200"]
         assert record["machine"] == "h200" and record["gpu_model"] == "NVIDIA H200"
         assert {"os", "arch", "cpu", "num_cpu", "ram"} <= set(record)
