@@ -9,16 +9,34 @@ TABLES = {
         "compute_capability": "90",
         "tuned": "2026-11-29 at 7503fcf",
         "coarsened": {
-            "1024x1024x1024": ("BM128-BN128-BK16-WM16-WN128-TM8-TN8-MIN_BLOCKS1-ASYNC_COPY0", 2),
-            "1024x1024x16384": ("BM128-BN256-BK8-WM32-WN128-TM8-TN16-MIN_BLOCKS1-ASYNC_COPY0", 4),
-            "16384x64x4096": ("BM128-BN64-BK16-WM32-WN64-TM8-TN8-MIN_BLOCKS3-ASYNC_COPY0", 2),
-            "2048x2048x2048": ("BM128-BN256-BK8-WM32-WN128-TM8-TN16-MIN_BLOCKS1-ASYNC_COPY0", 1),
-            "2048x2048x2048-scalar": (
-                "BM128-BN64-BK16-WM32-WN64-TM8-TN8-MIN_BLOCKS3-ASYNC_COPY0",
+            "1024x1024x1024": (
+                "BM128-BN128-BK16-WM16-WN128-TM8-TN8-MIN_BLOCKS1-ASYNC_COPY0-STAGES2-PREFETCH0",
+                2,
+            ),
+            "1024x1024x16384": (
+                "BM128-BN256-BK8-WM32-WN128-TM8-TN16-MIN_BLOCKS1-ASYNC_COPY0-STAGES2-PREFETCH0",
+                4,
+            ),
+            "16384x64x4096": (
+                "BM128-BN64-BK16-WM32-WN64-TM8-TN8-MIN_BLOCKS3-ASYNC_COPY0-STAGES2-PREFETCH0",
+                2,
+            ),
+            "2048x2048x2048": (
+                "BM128-BN256-BK8-WM32-WN128-TM8-TN16-MIN_BLOCKS1-ASYNC_COPY0-STAGES2-PREFETCH0",
                 1,
             ),
-            "4096x4096x4096": ("BM128-BN256-BK8-WM32-WN128-TM8-TN16-MIN_BLOCKS1-ASYNC_COPY0", 1),
-            "8192x8192x8192": ("BM128-BN256-BK8-WM32-WN128-TM8-TN16-MIN_BLOCKS1-ASYNC_COPY0", 1),
+            "2048x2048x2048-scalar": (
+                "BM128-BN64-BK16-WM32-WN64-TM8-TN8-MIN_BLOCKS3-ASYNC_COPY0-STAGES2-PREFETCH0",
+                1,
+            ),
+            "4096x4096x4096": (
+                "BM128-BN256-BK8-WM32-WN128-TM8-TN16-MIN_BLOCKS1-ASYNC_COPY0-STAGES2-PREFETCH0",
+                1,
+            ),
+            "8192x8192x8192": (
+                "BM128-BN256-BK8-WM32-WN128-TM8-TN16-MIN_BLOCKS1-ASYNC_COPY0-STAGES2-PREFETCH0",
+                1,
+            ),
         },
     },
 }

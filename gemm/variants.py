@@ -176,6 +176,11 @@ _COARSENED_CONSTRAINTS = (
         "a warp tile holds exactly 32 thread tiles",
         lambda c: (c["WM"] // c["TM"]) * (c["WN"] // c["TN"]) == 32,
     ),
+    Constraint("the pipeline needs at least two shared buffers", lambda c: c["STAGES"] >= 2),
+    Constraint(
+        "tiles staged through registers use two shared buffers",
+        lambda c: c["ASYNC_COPY"] == 1 or c["STAGES"] == 2,
+    ),
 )
 
 _FLOAT = 4  # bytes
@@ -183,14 +188,15 @@ _AS_PAD = 4  # 03_coarsened.cu's AS_PAD: row padding of the transposed A tile
 
 
 def _coarsened_shared_bytes(c: Config) -> int:
-    """Two buffers each of the transposed, padded A tile and the B tile."""
-    return 2 * c["BK"] * (c["BM"] + _AS_PAD + c["BN"]) * _FLOAT
+    """STAGES buffers each of the transposed, padded A tile and the B tile."""
+    return c["STAGES"] * c["BK"] * (c["BM"] + _AS_PAD + c["BN"]) * _FLOAT
 
 
 def _coarsened_table_only(c: Config) -> bool:
-    """An unmeasured speed idea, which only a measured tuning table may pick: cp.async copies, or
-    warp tiling proper (a warp tile narrower than the block, WN < BN)."""
-    return c["ASYNC_COPY"] == 1 or c["WN"] < c["BN"]
+    """An unmeasured speed idea, which only a measured tuning table may pick: cp.async copies
+    (with any number of stages), fragments prefetched one k ahead, or warp tiling proper (a warp
+    tile narrower than the block, WN < BN)."""
+    return c["ASYNC_COPY"] == 1 or c["PREFETCH"] == 1 or c["WN"] < c["BN"]
 
 
 def _coarsened(
@@ -202,6 +208,8 @@ def _coarsened(
     min_blocks: int,
     async_copy: int = 0,
     warp: tuple[int, int] | None = None,
+    stages: int = 2,
+    prefetch: int = 0,
 ) -> Config:
     """A coarsened configuration; ``warp`` is its (WM, WN) warp tile.
 
@@ -221,6 +229,8 @@ def _coarsened(
             "TN": tn,
             "MIN_BLOCKS": min_blocks,
             "ASYNC_COPY": async_copy,
+            "STAGES": stages,
+            "PREFETCH": prefetch,
         }
     )
 
@@ -272,9 +282,25 @@ VARIANTS: Mapping[str, Variant] = MappingProxyType(
                 _coarsened(128, 256, 8, 8, 16, 1, warp=(32, 128)),
                 _coarsened(256, 128, 8, 16, 8, 1, warp=(64, 64)),
                 _coarsened(128, 128, 8, 8, 8, 2, async_copy=1, warp=(32, 64)),
+                # Latency hiding, as cuBLAS's own FP32 kernel on the H200 does it (a 256×128×8
+                # tile, three cp.async stages: docs/kernel-steps.md): each k's fragments read
+                # one k ahead, and the barrier moved before the last k's products; then copies
+                # running two steps ahead through a third shared buffer.
+                _coarsened(128, 256, 8, 8, 16, 1, warp=(32, 128), prefetch=1),
+                _coarsened(256, 128, 8, 16, 8, 1, warp=(64, 64), prefetch=1),
+                _coarsened(128, 256, 8, 8, 16, 1, async_copy=1, warp=(32, 128), stages=3),
+                _coarsened(
+                    128, 256, 8, 8, 16, 1, async_copy=1, warp=(32, 128), stages=3, prefetch=1
+                ),
+                _coarsened(
+                    256, 128, 8, 16, 8, 1, async_copy=1, warp=(64, 64), stages=3, prefetch=1
+                ),
+                _coarsened(128, 128, 16, 8, 8, 1, prefetch=1),
+                _coarsened(128, 64, 16, 8, 8, 3, warp=(32, 64), prefetch=1),
+                _coarsened(128, 128, 8, 8, 8, 2, warp=(32, 64), prefetch=1),
             ),
             table_only=_coarsened_table_only,
-            switches=frozenset({"ASYNC_COPY"}),
+            switches=frozenset({"ASYNC_COPY", "PREFETCH"}),
             threads=_coarsened_threads,
             tile=lambda c: (c["BM"], c["BN"]),
             constraints=_COARSENED_CONSTRAINTS,

@@ -14,6 +14,6 @@ cd "$repo" || exit 1
 "$ncu" --profile-from-start off --clock-control none \
     --section LaunchStats --section Occupancy --section SchedulerStats --section WarpStateStats \
     --section InstructionStats --section ComputeWorkloadAnalysis --section SpeedOfLight \
-    --section MemoryWorkloadAnalysis \
+    --section MemoryWorkloadAnalysis --print-details all \
     "${GEMM_PYTHON:-python3}" scripts/profile_kernels.py "$n" "$@" >"$out/ncu-$n.txt" 2>&1
 echo "profile-kernels: exit $? -> $out/ncu-$n.txt"

@@ -7,13 +7,13 @@ check it on the GPU, and record and summarize the gate runs.
     python scripts/slowdown.py record RUNDIR CONDITION RUN EXIT_CODE WALL_S GATE_JSON
     python scripts/slowdown.py summarize RUNDIR OUTDIR
 
-The slowdown makes the kernel's K-loop run PERCENT% more K-steps. The extra steps read past the
+The slowdown makes the kernel's K-loop run PERCENT% more K-steps (its step count grows). The extra steps read past the
 end of A's rows and B's columns, where the kernel's bounds checks load zeros, so they add nothing
 to C. The result stays right and the extra time is real arithmetic, not a sleep. `apply` refuses
 (exit 1) unless it finds exactly one K-loop it knows how to extend.
 
-On the H200 `apply` cannot plant less than about 8%: moving the loop's bound into a variable costs
-the kernel ~6% by itself. `delay` plants finer slowdowns: every block of gemm_coarsened first
+While the kernel's K-loop bound was the constant K, `apply` could not plant less than about 8% on
+the H200: moving that bound into a variable cost the kernel ~6% by itself. `delay` plants finer slowdowns: every block of gemm_coarsened first
 spins CYCLES device cycles, leaving the K-loop's code untouched, so the cost grows with CYCLES
 from zero (about 1% of coarsened 4096³ per 16k cycles on an H200 with two blocks a multiprocessor).
 """
@@ -27,8 +27,8 @@ import sys
 from pathlib import Path
 
 MACRO = "GEMMBENCH_SLOWDOWN_PERMILLE"
-# for (int k0 = 0; k0 < K; k0 += BK)
-_LOOP = re.compile(r"for\s*\(\s*int\s+(\w+)\s*=\s*0\s*;\s*\1\s*<\s*K\s*;\s*\1\s*\+=\s*BK\s*\)")
+# const int steps = (K - 1) / BK + 1;  (the K-loop runs over step < steps)
+_STEPS = re.compile(r"const\s+int\s+steps\s*=\s*\(K\s*-\s*1\)\s*/\s*BK\s*\+\s*1\s*;")
 
 
 def apply(percent: float, path: Path) -> int:
@@ -36,38 +36,29 @@ def apply(percent: float, path: Path) -> int:
     if MACRO in source:
         print(f"{path} already has a planted slowdown", file=sys.stderr)
         return 1
-    loops = list(_LOOP.finditer(source))
-    if len(loops) != 1:
+    found = list(_STEPS.finditer(source))
+    if len(found) != 1:
         print(
-            f"{path}: expected one K-loop `for (int k0 = 0; k0 < K; k0 += BK)`, found "
-            f"{len(loops)}; update scripts/slowdown.py for the new kernel",
+            f"{path}: expected one K-step count `const int steps = (K - 1) / BK + 1;`, found "
+            f"{len(found)}; update scripts/slowdown.py for the new kernel",
             file=sys.stderr,
         )
         return 1
-    loop = loops[0]
-    var = loop.group(1)
     permille = round(percent * 10)
-    # The loop's bound and every "is there a next step" test in its body (the prefetch of the next
-    # tile) must move together, or the extra steps would compute on a stale shared tile.
-    body, count = re.subn(
-        rf"\b{var}\s*\+\s*BK\s*<\s*K\b", f"{var} + BK < k_loop", source[loop.end() :]
+    # Every use of the count (the loop's bound, each "is there a later step" test of the
+    # prefetch) reads `steps`, so they all move together and the extra steps fetch zeros.
+    planted = (
+        "const int steps = ((K - 1) / BK + 1) + "
+        f"(int)((((long long)(K - 1) / BK + 1) * {MACRO}) / 1000);  // zero-padded steps"
     )
-    if re.search(rf"\b{var}\s*(\+\s*\w+\s*)?<\s*K\b", body):
-        print(
-            f"{path}: the loop tests `{var} ... < K` in a form this script does not patch",
-            file=sys.stderr,
-        )
-        return 1
-    indent = re.search(r"[ \t]*$", source[: loop.start()]).group(0)
+    step = found[0]
     path.write_text(
         f"#define {MACRO} {permille}  // scripts/slowdown.py: a planted slowdown, never merge\n"
-        + source[: loop.start()]
-        + f"const int k_loop = K + (int)(((long long)K * {MACRO}) / 1000);  // zero-padded steps\n"
-        + indent
-        + loop.group(0).replace(f"{var} < K", f"{var} < k_loop")
-        + body
+        + source[: step.start()]
+        + planted
+        + source[step.end() :]
     )
-    print(f"{path}: K-loop runs to K + {permille / 10:g}% (prefetch tests moved: {count})")
+    print(f"{path}: K-loop runs {permille / 10:g}% more steps")
     return 0
 
 

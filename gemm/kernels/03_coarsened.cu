@@ -36,6 +36,16 @@
 #if ASYNC_COPY && defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
 #error "ASYNC_COPY=1 needs sm_80 or later (cp.async)"
 #endif
+// Shared-memory buffers of each tile: 2 lets the next K-step's tiles be stored while this one is
+// read; with ASYNC_COPY, more let copies run STAGES - 1 steps ahead of the multiply-adds.
+#ifndef STAGES
+#error "STAGES is not defined: compile-time constants come from the registry, gemm/variants.py"
+#endif
+// 1: each k's values of A and B are read from shared memory into registers one k ahead of the
+// multiply-adds that use them, so their latency hides behind the previous k's products.
+#ifndef PREFETCH
+#error "PREFETCH is not defined: compile-time constants come from the registry, gemm/variants.py"
+#endif
 
 #define THREADS_X (BN / TN)
 #define THREADS_Y (BM / TM)
@@ -59,6 +69,8 @@ static_assert((BK * BN) % (4 * THREADS) == 0, "the B tile splits evenly over the
 static_assert(BM % WM == 0 && BN % WN == 0, "the block tile splits evenly into warp tiles");
 static_assert(WM % TM == 0 && WN % TN == 0, "the warp tile splits evenly into thread tiles");
 static_assert(LANES_Y * LANES_X == 32, "a warp tile holds exactly 32 thread tiles");
+static_assert(STAGES >= 2, "the pipeline needs at least two shared buffers");
+static_assert(ASYNC_COPY || STAGES == 2, "tiles staged through registers use two shared buffers");
 
 #if ASYNC_COPY
 // Asynchronous copies (cp.async): the copy engine writes shared memory itself, so the next tile
@@ -75,6 +87,13 @@ __device__ __forceinline__ void copy_async16(float* dst, const float* src, bool 
     const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(dst));
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
                  :: "r"(s), "l"(in ? src : base), "r"(in ? 16 : 0));
+}
+// Wait until at most PENDING of this thread's newest copy groups are still in flight; a barrier
+// after it makes every thread's landed copies visible.
+template <int PENDING>
+__device__ __forceinline__ void wait_copies()
+{
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(PENDING) : "memory");
 }
 #endif
 
@@ -95,10 +114,10 @@ gemm_coarsened(const float* __restrict__ A, const float* __restrict__ B, float* 
     C += (size_t)blockIdx.z * M * N;
     K = min(slice, K - k_first);
 
-    // Two buffers: while one is read for this K-step, the next step's tiles are stored in the
-    // other, so a single barrier per step suffices.
-    __shared__ __align__(16) float As[2][BK][BM + AS_PAD];  // A tile, transposed: k-major
-    __shared__ __align__(16) float Bs[2][BK][BN];
+    // STAGES buffers: while one is read for this K-step, later steps' tiles are stored in the
+    // others, so a single barrier per step suffices.
+    __shared__ __align__(16) float As[STAGES][BK][BM + AS_PAD];  // A tile, transposed: k-major
+    __shared__ __align__(16) float Bs[STAGES][BK][BN];
 
     const int tid = threadIdx.x;
     const int row0 = blockIdx.y * BM, col0 = blockIdx.x * BN;
@@ -114,8 +133,10 @@ gemm_coarsened(const float* __restrict__ A, const float* __restrict__ B, float* 
     auto fetch = [&](int k0, int buf) {
 #pragma unroll
         for (int l = 0; l < A_LOADS; ++l) {
+            // Consecutive lanes take consecutive rows, so each one-float copy into the
+            // transposed tile lands a warp's 32 floats in 32 different banks.
             const int f = tid + l * THREADS;
-            const int r = f / (BK / 4), k = (f % (BK / 4)) * 4;
+            const int r = f % BM, k = (f / BM) * 4;
             const bool in = row0 + r < M;
             const float* p = A + (size_t)(row0 + r) * lda + k0 + k;
 #pragma unroll
@@ -138,8 +159,6 @@ gemm_coarsened(const float* __restrict__ A, const float* __restrict__ B, float* 
         }
         asm volatile("cp.async.commit_group;\n" ::);
     };
-    // This thread's copies have landed; the barrier after it makes everyone's visible.
-    auto stash = [&](int) { asm volatile("cp.async.wait_all;\n" ::: "memory"); };
 #else
     float4 a_next[A_LOADS], b_next[B_LOADS];
 
@@ -210,37 +229,94 @@ gemm_coarsened(const float* __restrict__ A, const float* __restrict__ B, float* 
 #pragma unroll
         for (int j = 0; j < TN; ++j) acc[i][j] = 0.0f;
 
+    // Row k of buffer `stage`: this thread's TM values of A and TN of B, into registers.
+    auto load_fragments = [&](float (&a)[TM], float (&b)[TN], int stage, int k) {
+#pragma unroll
+        for (int g = 0; g < TM / 4; ++g) {
+            const float4 v = *reinterpret_cast<const float4*>(&As[stage][k][row1 + g * STRIDE_M]);
+            a[g * 4 + 0] = v.x; a[g * 4 + 1] = v.y; a[g * 4 + 2] = v.z; a[g * 4 + 3] = v.w;
+        }
+#pragma unroll
+        for (int g = 0; g < TN / 4; ++g) {
+            const float4 v = *reinterpret_cast<const float4*>(&Bs[stage][k][col1 + g * STRIDE_N]);
+            b[g * 4 + 0] = v.x; b[g * 4 + 1] = v.y; b[g * 4 + 2] = v.z; b[g * 4 + 3] = v.w;
+        }
+    };
+    // The outer product of one k: TM×TN multiply-adds from TM + TN values.
+    auto multiply = [&](const float (&a)[TM], const float (&b)[TN]) {
+#pragma unroll
+        for (int i = 0; i < TM; ++i)
+#pragma unroll
+            for (int j = 0; j < TN; ++j) acc[i][j] += a[i] * b[j];
+    };
+
+    const int steps = (K - 1) / BK + 1;
+    int stage = 0;  // the buffer this K-step reads
+#if ASYNC_COPY
+    // Prologue: the first STAGES - 1 steps' copies in flight, one commit group each (an empty
+    // group past the end keeps the count of groups equal to the count of steps).
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; ++s) {
+        if (s < steps) {
+            fetch(s * BK, s);
+        } else {
+            asm volatile("cp.async.commit_group;\n" ::);
+        }
+    }
+    wait_copies<STAGES - 2>();
+#else
     fetch(0, 0);
     stash(0);
+#endif
     __syncthreads();
 
-    int buf = 0;
-    for (int k0 = 0; k0 < K; k0 += BK) {
-        const bool more = k0 + BK < K;
-        if (more) fetch(k0 + BK, buf ^ 1);  // global loads in flight while this step computes
+    // The end of a K-step: the next step's tiles stored and visible to every thread. Then
+    // every thread has finished reading this step's buffer, which can take new tiles.
+    auto next_step = [&](int step) {
+#if ASYNC_COPY
+        wait_copies<STAGES - 2>();  // step + 1's copies (STAGES - 1 groups back) have landed
+        __syncthreads();
+        stage = (stage + 1) % STAGES;
+#else
+        if (step + 1 < steps) stash(stage ^ 1);  // last read before the previous barrier
+        __syncthreads();
+        stage ^= 1;
+#endif
+    };
+
+    float a[2][TM], b[2][TN];
+#if PREFETCH
+    load_fragments(a[0], b[0], 0, 0);
+#endif
+    for (int step = 0; step < steps; ++step) {
+        // Global loads for a later step in flight while this step computes.
+#if ASYNC_COPY
+        // Into the buffer read in the previous step, which every thread left at its barrier.
+        if (step + STAGES - 1 < steps) {
+            fetch((step + STAGES - 1) * BK, (stage + STAGES - 1) % STAGES);
+        } else {
+            asm volatile("cp.async.commit_group;\n" ::);
+        }
+#else
+        if (step + 1 < steps) fetch((step + 1) * BK, 0);
+#endif
 
 #pragma unroll
         for (int k = 0; k < BK; ++k) {
-            float a[TM], b[TN];
-#pragma unroll
-            for (int g = 0; g < TM / 4; ++g) {
-                const float4 v = *reinterpret_cast<const float4*>(&As[buf][k][row1 + g * STRIDE_M]);
-                a[g * 4 + 0] = v.x; a[g * 4 + 1] = v.y; a[g * 4 + 2] = v.z; a[g * 4 + 3] = v.w;
-            }
-#pragma unroll
-            for (int g = 0; g < TN / 4; ++g) {
-                const float4 v = *reinterpret_cast<const float4*>(&Bs[buf][k][col1 + g * STRIDE_N]);
-                b[g * 4 + 0] = v.x; b[g * 4 + 1] = v.y; b[g * 4 + 2] = v.z; b[g * 4 + 3] = v.w;
-            }
-#pragma unroll
-            for (int i = 0; i < TM; ++i)
-#pragma unroll
-                for (int j = 0; j < TN; ++j) acc[i][j] += a[i] * b[j];
+#if PREFETCH
+            // Before the last k's products, move to the next step, so that its first
+            // values are read while those products run.
+            if (k == BK - 1) next_step(step);
+            load_fragments(a[(k + 1) % 2], b[(k + 1) % 2], stage, (k + 1) % BK);
+            multiply(a[k % 2], b[k % 2]);
+#else
+            load_fragments(a[0], b[0], stage, k);
+            multiply(a[0], b[0]);
+#endif
         }
-
-        if (more) stash(buf ^ 1);  // the other buffer was last read before the previous barrier
-        __syncthreads();
-        buf ^= 1;
+#if !PREFETCH
+        next_step(step);
+#endif
     }
 
 #pragma unroll
