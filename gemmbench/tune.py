@@ -113,6 +113,9 @@ def pick(rows: list[dict]) -> dict[str, tuple[str, int]]:
     return dict(sorted(chosen.items()))
 
 
+_LINE_LENGTH = 100  # pyproject.toml's [tool.ruff] line-length
+
+
 def render_table(tables: dict) -> str:
     """gemm/dispatch_table.py's text for ``tables``, formatted as ruff formats it."""
 
@@ -122,7 +125,7 @@ def render_table(tables: dict) -> str:
             if not value:
                 return "{}"
             items = "".join(
-                f"{pad}{json.dumps(key)}: {literal(item, indent + 4)},\n"
+                f"{pad}{json.dumps(key)}: {entry(item, indent + 4, len(pad + json.dumps(key)))},\n"
                 for key, item in value.items()
             )
             return "{\n" + items + " " * indent + "}"
@@ -133,6 +136,16 @@ def render_table(tables: dict) -> str:
         if isinstance(value, int) and not isinstance(value, bool):
             return str(value)
         raise TypeError(f"cannot write {value!r} into the table")
+
+    def entry(value, indent: int, key_width: int) -> str:
+        """A dict value; a tuple too long for its line goes one item a line, as ruff splits it."""
+        text = literal(value, indent)
+        if not isinstance(value, tuple) or key_width + len(": ") + len(text) + 1 <= _LINE_LENGTH:
+            return text
+        pad = " " * (indent + 4)
+        return (
+            "(\n" + "".join(f"{pad}{literal(v, indent + 4)},\n" for v in value) + " " * indent + ")"
+        )
 
     source = Path(TABLE_PATH).read_text(encoding="utf-8")
     header = source[: source.index("TABLES = ")]

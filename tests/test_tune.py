@@ -256,10 +256,12 @@ class TestRepick:
             ]
         )
         assert code == 0
-        text = table.read_text()
-        assert f'"2048x2048x2048": ("{self.A}", 1)' in text
-        assert f'"2048x2048x2048-scalar": ("{self.B}", 1)' in text
-        assert '"tuned": "2026-01-01 at abc1234"' in text
+        namespace: dict = {}
+        exec(table.read_text(), namespace)
+        (entry,) = namespace["TABLES"].values()
+        assert entry["coarsened"]["2048x2048x2048"] == (self.A, 1)
+        assert entry["coarsened"]["2048x2048x2048-scalar"] == (self.B, 1)
+        assert entry["tuned"] == "2026-01-01 at abc1234"
         assert "Re-picked without a GPU" in doc.read_text()
 
     @pytest.mark.parametrize("content", ["not json", "[]", '[{"m": 1}]', '{"rows": []}'])
@@ -580,7 +582,7 @@ class TestMainThroughMeasure:
         again, again_doc = tmp_path / "again.py", tmp_path / "again.md"
         code = tune.main(["--repick", str(out), "--table", str(again), "--doc", str(again_doc)])
         assert code == 0, capsys.readouterr().err
-        assert f'"1024x1024x1024": ("{BEST}", 2)' in again.read_text()
+        assert self.read_table(again)["1024x1024x1024"] == (BEST, 2)
         assert "median of 4 DeviceTimer samples after 1 warm-ups" in again_doc.read_text()
 
     def test_wrong_candidate_never_wins_and_exits_1(self, paths, double, capsys):
