@@ -83,11 +83,13 @@ class TestHeuristic:
         assert any(COARSENED.table_only(c) for c in COARSENED.configs)
         assert not COARSENED.table_only(DEFAULT)
 
-    def test_table_only_means_async_or_warp_tiled(self):
-        """A configuration is table-only exactly when it copies by cp.async or its warp tile is
-        narrower than the block; the full-width layouts the heuristic picks from are not."""
+    def test_table_only_means_async_prefetch_or_warp_tiled(self):
+        """A configuration is table-only exactly when it copies by cp.async, prefetches fragments
+        or its warp tile is narrower than the block; the layouts the heuristic picks from are not."""
         for config in COARSENED.configs:
-            idea = config["ASYNC_COPY"] == 1 or config["WN"] < config["BN"]
+            idea = (
+                config["ASYNC_COPY"] == 1 or config["PREFETCH"] == 1 or config["WN"] < config["BN"]
+            )
             assert COARSENED.table_only(config) == idea, config_name(config)
         warp_tiled = [c for c in COARSENED.configs if c["WN"] < c["BN"]]
         assert warp_tiled and all(COARSENED.table_only(c) for c in warp_tiled)
