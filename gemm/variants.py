@@ -298,6 +298,14 @@ VARIANTS: Mapping[str, Variant] = MappingProxyType(
                 _coarsened(128, 128, 16, 8, 8, 1, prefetch=1),
                 _coarsened(128, 64, 16, 8, 8, 3, warp=(32, 64), prefetch=1),
                 _coarsened(128, 128, 8, 8, 8, 2, warp=(32, 64), prefetch=1),
+                # 128 outputs a thread in a 128×128 tile: 128 threads, two blocks a
+                # multiprocessor, so one block's barrier is covered by the other's work.
+                _coarsened(128, 128, 8, 8, 16, 2, warp=(32, 128), prefetch=1),
+                _coarsened(128, 128, 16, 8, 16, 2, warp=(32, 128), prefetch=1),
+                _coarsened(128, 128, 8, 16, 8, 2, warp=(64, 64), prefetch=1),
+                _coarsened(128, 128, 16, 16, 8, 2, warp=(64, 64), prefetch=1),
+                _coarsened(64, 256, 8, 8, 16, 2, warp=(32, 128), prefetch=1),
+                _coarsened(128, 256, 8, 8, 16, 1, warp=(64, 64), prefetch=1),
             ),
             table_only=_coarsened_table_only,
             switches=frozenset({"ASYNC_COPY", "PREFETCH"}),
