@@ -153,7 +153,7 @@ class TestConfigurationLimits:
             (
                 "coarsened",
                 {"BM": 128, "BN": 128, "BK": 32},
-                "65536 bytes of shared memory a block, over the 49152 bytes",
+                "66560 bytes of shared memory a block, over the 49152 bytes",
             ),
             (
                 "coarsened",

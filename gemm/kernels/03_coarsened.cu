@@ -57,11 +57,9 @@
 #define LANES_X (WN / TN)
 #define STRIDE_M (4 * BM / TM)  // rows between a thread's groups of four: BM over TM/4 groups
 #define STRIDE_N (4 * BN / TN)
-// Which four floats of the A tile the f-th load takes: row f % BM, columns from (f / BM) * 4.
-// Consecutive lanes take consecutive rows, so when the tile is stored transposed (k-major) a
-// warp's 32 stores of one k land in 32 different banks, with no padding.
-#define A_ROW(f) ((f) % BM)
-#define A_COL(f) ((f) / BM * 4)
+// Row padding of the transposed A tile: the 4-float shift spreads the transposing stores over all
+// 32 banks, and keeps each row 16-byte aligned for the float4 reads.
+#define AS_PAD 4
 
 static_assert(TM % 4 == 0 && TN % 4 == 0, "a thread's outputs come in groups of four (float4)");
 static_assert(BM % TM == 0 && BN % TN == 0, "the block tile splits evenly into thread tiles");
@@ -118,7 +116,7 @@ gemm_coarsened(const float* __restrict__ A, const float* __restrict__ B, float* 
 
     // STAGES buffers: while one is read for this K-step, later steps' tiles are stored in the
     // others, so a single barrier per step suffices.
-    __shared__ __align__(16) float As[STAGES][BK][BM];  // A tile, transposed: k-major
+    __shared__ __align__(16) float As[STAGES][BK][BM + AS_PAD];  // A tile, transposed: k-major
     __shared__ __align__(16) float Bs[STAGES][BK][BN];
 
     const int tid = threadIdx.x;
@@ -135,8 +133,10 @@ gemm_coarsened(const float* __restrict__ A, const float* __restrict__ B, float* 
     auto fetch = [&](int k0, int buf) {
 #pragma unroll
         for (int l = 0; l < A_LOADS; ++l) {
+            // Consecutive lanes take consecutive rows, so each one-float copy into the
+            // transposed tile lands a warp's 32 floats in 32 different banks.
             const int f = tid + l * THREADS;
-            const int r = A_ROW(f), k = A_COL(f);
+            const int r = f % BM, k = (f / BM) * 4;
             const bool in = row0 + r < M;
             const float* p = A + (size_t)(row0 + r) * lda + k0 + k;
 #pragma unroll
@@ -167,7 +167,7 @@ gemm_coarsened(const float* __restrict__ A, const float* __restrict__ B, float* 
 #pragma unroll
         for (int l = 0; l < A_LOADS; ++l) {
             const int f = tid + l * THREADS;
-            const int r = row0 + A_ROW(f), k = k0 + A_COL(f);
+            const int r = row0 + f / (BK / 4), k = k0 + (f % (BK / 4)) * 4;
             const float* p = A + (size_t)r * lda + k;
             if (vec) {
                 a_next[l] = (r < M && k < K) ? *reinterpret_cast<const float4*>(p)
@@ -197,7 +197,7 @@ gemm_coarsened(const float* __restrict__ A, const float* __restrict__ B, float* 
 #pragma unroll
         for (int l = 0; l < A_LOADS; ++l) {
             const int f = tid + l * THREADS;
-            const int r = A_ROW(f), k = A_COL(f);
+            const int r = f / (BK / 4), k = (f % (BK / 4)) * 4;
             As[buf][k + 0][r] = a_next[l].x;
             As[buf][k + 1][r] = a_next[l].y;
             As[buf][k + 2][r] = a_next[l].z;
