@@ -46,6 +46,11 @@
 #ifndef PREFETCH
 #error "PREFETCH is not defined: compile-time constants come from the registry, gemm/variants.py"
 #endif
+// K-steps per pass of the step loop. Unrolled twice, the two shared buffers swap at fixed places
+// in the code, so their addresses become constants instead of being computed at every step.
+#ifndef UNROLL
+#error "UNROLL is not defined: compile-time constants come from the registry, gemm/variants.py"
+#endif
 
 #define THREADS_X (BN / TN)
 #define THREADS_Y (BM / TM)
@@ -288,6 +293,7 @@ gemm_coarsened(const float* __restrict__ A, const float* __restrict__ B, float* 
 #if PREFETCH
     load_fragments(a[0], b[0], 0, 0);
 #endif
+#pragma unroll UNROLL
     for (int step = 0; step < steps; ++step) {
         // Global loads for a later step in flight while this step computes.
 #if ASYNC_COPY
