@@ -16,14 +16,20 @@ def main(argv: list[str] | None = None) -> int:
         "configs", nargs="*", help="coarsened configuration names (default: dispatch)"
     )
     args = parser.parse_args(argv)
-    import cupy
-
+    if args.n < 1:
+        parser.error(f"n must be positive, got {args.n}")
     variant = get_variant("coarsened")
     by_name = {config_name(c): c for c in variant.configs}
     unknown = [name for name in args.configs if name not in by_name]
     if unknown:
-        print(f"profile_kernels: unknown configuration {', '.join(unknown)}", file=sys.stderr)
+        print(
+            f"profile_kernels: no coarsened configuration {', '.join(unknown)}; "
+            "names are as docs/tuning.md lists them",
+            file=sys.stderr,
+        )
         return 2
+    import cupy  # after the checks: a usage error needs no GPU
+
     runs = [dict(config=by_name[name]) for name in args.configs] or [{}]
     prepared = [measure.prepare("coarsened", args.n, args.n, args.n, **options) for options in runs]
     prepared.append(measure.prepare("cublas", args.n, args.n, args.n))
