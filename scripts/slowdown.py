@@ -7,15 +7,16 @@ check it on the GPU, and record and summarize the gate runs.
     python scripts/slowdown.py record RUNDIR CONDITION RUN EXIT_CODE WALL_S GATE_JSON
     python scripts/slowdown.py summarize RUNDIR OUTDIR
 
-The slowdown makes the kernel's K-loop run PERCENT% more K-steps (its step count grows). The extra steps read past the
-end of A's rows and B's columns, where the kernel's bounds checks load zeros, so they add nothing
-to C. The result stays right and the extra time is real arithmetic, not a sleep. `apply` refuses
-(exit 1) unless it finds exactly one K-loop it knows how to extend.
+The slowdown makes the kernel's K-loop run PERCENT% more K-steps (its step count grows). The extra
+steps read past the end of A's rows and B's columns, where the kernel's bounds checks load zeros,
+so they add nothing to C. The result stays right and the extra time is real arithmetic, not a
+sleep. `apply` refuses (exit 1) unless it finds exactly one K-loop it knows how to extend.
 
 While the kernel's K-loop bound was the constant K, `apply` could not plant less than about 8% on
-the H200: moving that bound into a variable cost the kernel ~6% by itself. `delay` plants finer slowdowns: every block of gemm_coarsened first
-spins CYCLES device cycles, leaving the K-loop's code untouched, so the cost grows with CYCLES
-from zero (about 1% of coarsened 4096³ per 16k cycles on an H200 with two blocks a multiprocessor).
+the H200: moving that bound into a variable cost the kernel ~6% by itself. `delay` plants finer
+slowdowns: every block of gemm_coarsened first spins CYCLES device cycles, leaving the K-loop's
+code untouched, so the cost grows with CYCLES from zero (about 1% of coarsened 4096³ per 16k cycles
+on an H200 with two blocks a multiprocessor).
 """
 
 from __future__ import annotations
