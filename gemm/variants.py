@@ -193,9 +193,9 @@ def _coarsened_shared_bytes(c: Config) -> int:
 
 
 def _coarsened_table_only(c: Config) -> bool:
-    """An unmeasured speed idea, which only a measured tuning table may pick: cp.async copies
-    (with any number of stages), fragments prefetched one k ahead, the step loop unrolled, or warp
-    tiling proper (a warp tile narrower than the block, WN < BN)."""
+    """A speed idea measured on one GPU at most, which only a measured tuning table may pick:
+    cp.async copies (with any number of stages), fragments prefetched one k ahead, the step loop
+    unrolled, or warp tiling proper (a warp tile narrower than the block, WN < BN)."""
     return c["ASYNC_COPY"] == 1 or c["PREFETCH"] == 1 or c["UNROLL"] > 1 or c["WN"] < c["BN"]
 
 
@@ -284,10 +284,11 @@ VARIANTS: Mapping[str, Variant] = MappingProxyType(
                 _coarsened(128, 256, 8, 8, 16, 1, warp=(32, 128)),
                 _coarsened(256, 128, 8, 16, 8, 1, warp=(64, 64)),
                 _coarsened(128, 128, 8, 8, 8, 2, async_copy=1, warp=(32, 64)),
-                # Latency hiding, as cuBLAS's own FP32 kernel on the H200 does it (a 256×128×8
-                # tile, three cp.async stages: docs/kernel-steps.md): each k's fragments read
-                # one k ahead, and the barrier moved before the last k's products; then copies
-                # running two steps ahead through a third shared buffer.
+                # Latency hiding in the manner of CUTLASS-style kernels such as cuBLAS's own FP32
+                # kernel on the H200 (a 256×128×8 tile in three cp.async stages, its name says:
+                # docs/kernel-steps.md): each k's fragments read one k ahead, and the barrier
+                # moved before the last k's products; then copies running two steps ahead
+                # through a third shared buffer.
                 _coarsened(128, 256, 8, 8, 16, 1, warp=(32, 128), prefetch=1),
                 _coarsened(256, 128, 8, 16, 8, 1, warp=(64, 64), prefetch=1),
                 _coarsened(128, 256, 8, 8, 16, 1, async_copy=1, warp=(32, 128), stages=3),
@@ -308,8 +309,8 @@ VARIANTS: Mapping[str, Variant] = MappingProxyType(
                 _coarsened(128, 128, 16, 16, 8, 2, warp=(64, 64), prefetch=1),
                 _coarsened(64, 256, 8, 8, 16, 2, warp=(32, 128), prefetch=1),
                 _coarsened(128, 256, 8, 8, 16, 1, warp=(64, 64), prefetch=1),
-                # The step loop unrolled twice (a gate on the H200 measured the 128×256 tile
-                # 1.7% faster so at 4096³, the 128×64 one 4.9% slower at 2049³).
+                # The step loop unrolled twice: a gate on the H200 measured it 1.7% faster for
+                # the 128×256 tile at 4096³ and 4.9% slower for the 128×64 tile at 2049³.
                 _coarsened(128, 256, 8, 8, 16, 1, warp=(64, 64), prefetch=1, unroll=2),
                 _coarsened(128, 256, 8, 8, 16, 1, warp=(32, 128), prefetch=1, unroll=2),
                 _coarsened(256, 128, 8, 16, 8, 1, warp=(64, 64), prefetch=1, unroll=2),

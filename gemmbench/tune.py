@@ -140,7 +140,8 @@ def render_table(tables: dict) -> str:
     def entry(value, indent: int, key_width: int) -> str:
         """A dict value; a tuple too long for its line goes one item a line, as ruff splits it."""
         text = literal(value, indent)
-        if not isinstance(value, tuple) or key_width + len(": ") + len(text) + 1 <= _LINE_LENGTH:
+        width = key_width + len(": ") + len(text) + len(",")
+        if not isinstance(value, tuple) or width <= _LINE_LENGTH:
             return text
         pad = " " * (indent + 4)
         return (
