@@ -57,7 +57,7 @@ class Shape:
 
 # The default suite. Must not be changed, only appended: asv keys history by these labels.
 # L2 policy: the one gemmbench.measure states for comparisons (cold), so the suite agrees with the
-# report and the gate (scripts/asv-evidence.sh prints cold vs warm per shape; docs/benchmarks.md).
+# report and the gate (docs/benchmarks.md).
 _COLD = measure.L2_POLICY
 SHAPES: dict[str, Shape] = {
     "1024x1024x1024": Shape(1024, 1024, 1024, _COLD, "square"),

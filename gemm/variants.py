@@ -261,7 +261,7 @@ VARIANTS: Mapping[str, Variant] = MappingProxyType(
             name="coarsened",
             description="BM×BN block tiles, BK deep, TM×TN elements of C in registers a thread",
             source="03_coarsened.cu",
-            # Default first: the fastest measured on the H200 (docs/performance-log.md).
+            # Default first: the fastest measured on the H200.
             configs=(
                 _coarsened(128, 128, 16, 8, 8, 1),
                 _coarsened(128, 128, 8, 8, 8, 2),
@@ -285,8 +285,8 @@ VARIANTS: Mapping[str, Variant] = MappingProxyType(
                 _coarsened(256, 128, 8, 16, 8, 1, warp=(64, 64)),
                 _coarsened(128, 128, 8, 8, 8, 2, async_copy=1, warp=(32, 64)),
                 # Latency hiding in the manner of CUTLASS-style kernels such as cuBLAS's own FP32
-                # kernel on the H200 (a 256×128×8 tile in three cp.async stages, its name says:
-                # docs/kernel-steps.md): each k's fragments read one k ahead, and the barrier
+                # kernel on the H200 (a 256×128×8 tile in three cp.async stages, its name says):
+                # each k's fragments read one k ahead, and the barrier
                 # moved before the last k's products; then copies running two steps ahead
                 # through a third shared buffer.
                 _coarsened(128, 256, 8, 8, 16, 1, warp=(32, 128), prefetch=1),

@@ -4,7 +4,7 @@
 # and requirements/build.in. scripts/_env.sh installs exactly the matching file.
 #
 #   bash scripts/lock.sh                                   # add what changed, keep other pins
-#   bash scripts/lock.sh --upgrade-package cupy-cuda13x    # move CuPy on purpose (docs/runner-setup.md)
+#   bash scripts/lock.sh --upgrade-package cupy-cuda13x    # move CuPy on purpose (ops/README.md)
 #   bash scripts/lock.sh --upgrade                         # move everything
 #
 # Extra arguments go to `uv pip compile`. Needs the package index; commit the result.

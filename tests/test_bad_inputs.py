@@ -170,7 +170,7 @@ def readable(text: str, cwd: Path) -> str:
 
 def gpu_missing() -> str | None:
     sys.path.insert(0, str(Path(__file__).parent))
-    from conftest import gpu_unavailable_reason
+    from gpu_check import gpu_unavailable_reason
 
     return gpu_unavailable_reason()
 

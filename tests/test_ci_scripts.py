@@ -215,8 +215,6 @@ def test_setup_env_keeps_the_venv(tmp_path):
     "argv",
     [
         ["scripts/gpu-suite.sh"],
-        ["scripts/gate-evidence.sh"],
-        ["scripts/asv-evidence.sh"],
         ["scripts/sanitize.sh", "--bogus"],
         ["scripts/ci/ruff.sh", "--bogus"],
         ["scripts/ci/publish.sh", "--bogus"],

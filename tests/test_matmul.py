@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy
 import pytest
-from conftest import gpu_unavailable_reason
+from gpu_check import gpu_unavailable_reason
 
 import gemm
 from gemm import VARIANTS, matmul

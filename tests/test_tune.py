@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import io
 import math
-import os
 import re
 import shutil
 import subprocess
@@ -188,7 +187,7 @@ class TestCommandLine:
 
     def test_no_gpu_exits_4(self, tmp_path):
         """Without a GPU the command says so and writes nothing."""
-        from conftest import gpu_unavailable_reason
+        from gpu_check import gpu_unavailable_reason
 
         if gpu_unavailable_reason() is None:
             pytest.skip("a GPU is present")
@@ -329,56 +328,6 @@ class TestRepick:
             tune.main(["--tuned", "2026-01-01 at abc1234", *extra])
         err = capsys.readouterr().err.strip().splitlines()
         assert exit_info.value.code == 2 and len(err) == 1 and "--tuned goes only with" in err[0]
-
-
-class TestEvidenceScript:
-    """scripts/kernels-evidence.sh's CPU paths: its dry run and usage errors."""
-
-    SCRIPT = tune.REPO / "scripts" / "kernels-evidence.sh"
-
-    def test_dry_run(self, tmp_path):
-        """--dry-run lists the candidates for every shape it would tune, into OUTDIR."""
-        done = subprocess.run(
-            ["bash", str(self.SCRIPT), str(tmp_path), "--dry-run"],
-            capture_output=True,
-            text=True,
-            env={**os.environ, "GEMM_PYTHON": sys.executable},
-        )
-        assert done.returncode == 0, done.stderr
-        listed = (tmp_path / "candidates.txt").read_text()
-        for shape in ("1024x1024x1024", "2049x2049x2049", "16384x64x4096", "8192x8192x8192"):
-            assert f"{shape} (" in listed
-
-    @pytest.mark.parametrize("args", [[], ["out", "--bogus"]])
-    def test_usage(self, args):
-        """No OUTDIR, or an unknown option, exits 2 with the usage line."""
-        done = subprocess.run(["bash", str(self.SCRIPT), *args], capture_output=True, text=True)
-        assert done.returncode == 2 and "usage: scripts/kernels-evidence.sh OUTDIR" in done.stderr
-
-    STEP_SCRIPT = tune.REPO / "scripts" / "kernel-step-evidence.sh"
-
-    @pytest.mark.parametrize(
-        "args",
-        [
-            [],
-            ["--help"],
-            ["OUT", "main:HEAD"],
-            ["OUT", "main:HEAD:Coarsened-4096"],
-            ["OUT", "a:b:c:d"],
-        ],
-    )
-    def test_step_usage(self, tmp_path, args):
-        """kernel-step-evidence.sh: no OUTDIR, or a gate step not BASE:HEAD:CASES, exits 2
-        before touching the GPU or creating OUTDIR."""
-        args = [str(tmp_path / "out") if a == "OUT" else a for a in args]
-        done = subprocess.run(
-            ["bash", str(self.STEP_SCRIPT), *args], capture_output=True, text=True
-        )
-        assert done.returncode == 2, done.stderr
-        assert done.stderr.strip() == (
-            "usage: scripts/kernel-step-evidence.sh OUTDIR [BASE:HEAD:CASES ...]"
-        )
-        assert not (tmp_path / "out").exists()
 
 
 class MeasureDouble:

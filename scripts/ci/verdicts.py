@@ -17,7 +17,7 @@ import sys
 INFRA = "infrastructure failure, not a regression"
 IDENTITY = (
     "{m} is recorded with another GPU, driver, CuPy, MIG or clock setting; give the runner a new "
-    "machine name (docs/runner-setup.md) (exit 5)"
+    "machine name (ops/README.md) (exit 5)"
 )
 # step -> exit code -> (level, title, message); {m} is the machine name. Codes not listed get
 # the step's fallback under None. The codes are gemmbench's one table (docs/exit-codes.md):

@@ -1,0 +1,103 @@
+"""CPU checks of the lab's evidence scripts: usage errors and dry runs (run from the repository root)."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize(
+    "argv", [["lab/scripts/gate-evidence.sh"], ["lab/scripts/asv-evidence.sh"]]
+)
+def test_script_usage_error(argv):
+    """A missing argument is one usage line on stderr and exit 2, before any work."""
+    proc = subprocess.run(["bash", *argv], cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.startswith("usage: ") and len(proc.stderr.splitlines()) == 1, proc.stderr
+
+
+def test_gpu_evidence_usage():
+    """The H200 evidence script without an output folder is a usage error (exit 2)."""
+    proc = subprocess.run(
+        ["bash", "lab/scripts/act-gpu-evidence.sh"], cwd=ROOT, capture_output=True, text=True
+    )
+    assert proc.returncode == 2 and proc.stderr.startswith("usage: lab/scripts/act-gpu-evidence.sh")
+
+
+def test_gpu_evidence_dry_run(act, tmp_path):
+    """lab/scripts/act-gpu-evidence.sh --dry-run sets everything up as on the H200 and runs the CPU
+    jobs (pr.yml's CPU job on both heads, main.yml with the GPU stand-in), writing the summary."""
+    out = tmp_path / "evidence"
+    proc = subprocess.run(
+        ["bash", "lab/scripts/act-gpu-evidence.sh", str(out), "--dry-run"],
+        cwd=ROOT,
+        env={**os.environ, "GEMM_PYTHON": sys.executable},
+        capture_output=True,
+        text=True,
+        timeout=420,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["ok"] and summary["dry_run"]
+    assert [r["run"] for r in summary["runs"]] == ["pr-nochange", "pr-slowdown", "main-push"]
+    assert len(summary["runs"][2]["asv_results_branch"]) == 4  # machine.json + 3 commits
+    for name in ("pr-nochange", "pr-slowdown", "main-push"):
+        assert "🏁" in (out / f"{name}.excerpt.txt").read_text()
+    assert "All runs as expected: yes" in (out / "summary.md").read_text()
+
+
+class TestEvidenceScript:
+    """lab/scripts/kernels-evidence.sh's CPU paths: its dry run and usage errors."""
+
+    SCRIPT = ROOT / "lab" / "scripts" / "kernels-evidence.sh"
+
+    def test_dry_run(self, tmp_path):
+        """--dry-run lists the candidates for every shape it would tune, into OUTDIR."""
+        done = subprocess.run(
+            ["bash", str(self.SCRIPT), str(tmp_path), "--dry-run"],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "GEMM_PYTHON": sys.executable},
+        )
+        assert done.returncode == 0, done.stderr
+        listed = (tmp_path / "candidates.txt").read_text()
+        for shape in ("1024x1024x1024", "2049x2049x2049", "16384x64x4096", "8192x8192x8192"):
+            assert f"{shape} (" in listed
+
+    @pytest.mark.parametrize("args", [[], ["out", "--bogus"]])
+    def test_usage(self, args):
+        """No OUTDIR, or an unknown option, exits 2 with the usage line."""
+        done = subprocess.run(["bash", str(self.SCRIPT), *args], capture_output=True, text=True)
+        assert (
+            done.returncode == 2 and "usage: lab/scripts/kernels-evidence.sh OUTDIR" in done.stderr
+        )
+
+    STEP_SCRIPT = ROOT / "lab" / "scripts" / "kernel-step-evidence.sh"
+
+    @pytest.mark.parametrize(
+        "args",
+        [
+            [],
+            ["--help"],
+            ["OUT", "main:HEAD"],
+            ["OUT", "main:HEAD:Coarsened-4096"],
+            ["OUT", "a:b:c:d"],
+        ],
+    )
+    def test_step_usage(self, tmp_path, args):
+        """kernel-step-evidence.sh: no OUTDIR, or a gate step not BASE:HEAD:CASES, exits 2
+        before touching the GPU or creating OUTDIR."""
+        args = [str(tmp_path / "out") if a == "OUT" else a for a in args]
+        done = subprocess.run(
+            ["bash", str(self.STEP_SCRIPT), *args], capture_output=True, text=True
+        )
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.strip() == (
+            "usage: lab/scripts/kernel-step-evidence.sh OUTDIR [BASE:HEAD:CASES ...]"
+        )
+        assert not (tmp_path / "out").exists()

@@ -1,0 +1,784 @@
+"""CPU tests of ops/runner/supervisor.py: a loopback GitHub stand-in, a stand-in runner, a real job user."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import importlib.util
+import json
+import os
+import pwd
+import re
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SUPERVISOR = ROOT / "ops" / "runner" / "supervisor.py"
+REPO = "example-org/gemm-regress"
+JIT_PATH = re.compile(r"^/repos/([^/]+)/([^/]+)/actions/runners/generate-jitconfig$")
+RUNNER_PATH = re.compile(r"^/repos/([^/]+)/([^/]+)/actions/runners/(\d+)$")
+
+
+def load_supervisor():
+    """The supervisor as a module (it is a script in ops/runner/, not part of a package)."""
+    spec = importlib.util.spec_from_file_location("gemm_runner_supervisor", SUPERVISOR)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up by name
+    spec.loader.exec_module(module)
+    return module
+
+
+class FakeGitHub:
+    """A loopback-only (127.0.0.1) stand-in for GitHub's self-hosted runner REST endpoints.
+
+    It follows GitHub's REST documentation for "Create configuration for a just-in-time runner
+    for a repository" (POST /repos/{owner}/{repo}/actions/runners/generate-jitconfig): a bearer
+    token is required (401 "Bad credentials" otherwise); the body needs `name`, an integer
+    `runner_group_id` and 1 to 100 `labels`, with `work_folder` optional (422 otherwise); a name
+    already registered answers 409; success answers 201 with `runner` (id, name, os, status,
+    busy, labels) and `encoded_jit_config`. The encoded config is base64 of a JSON object whose
+    keys are the files the runner writes into its folder (.runner, .credentials,
+    .credentials_rsaparams) and whose values are their base64 contents: that is how
+    actions/runner decodes it (src/Runner.Listener/Runner.cs). "Delete a self-hosted runner from
+    a repository" (DELETE /repos/{owner}/{repo}/actions/runners/{runner_id}) answers 204, or 404
+    for an unknown id. `fail_next` makes the next requests answer those statuses first (GitHub's
+    5xx), to test retries.
+    """
+
+    def __init__(self, token: str):
+        self.token = token
+        self.requests: list[dict] = []
+        self.registered: dict[int, str] = {}
+        self.issued: dict[int, str] = {}  # runner id -> its one-job secret
+        self.fail_next: list[int] = []
+        self.next_id = 41
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def answer(self, status: int, payload: dict | None = None) -> None:
+                body = b"" if payload is None else json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def handle_any(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(length) if length else b""
+                record = {
+                    "method": self.command,
+                    "path": self.path,
+                    "headers": {k.lower(): v for k, v in self.headers.items()},
+                    "body": json.loads(raw) if raw else None,
+                }
+                fake.requests.append(record)
+                if fake.fail_next:
+                    self.answer(fake.fail_next.pop(0), {"message": "Server Error"})
+                    return
+                if self.headers.get("Authorization") != f"Bearer {fake.token}":
+                    self.answer(401, {"message": "Bad credentials"})
+                    return
+                if self.command == "POST" and JIT_PATH.match(self.path):
+                    self.answer(*fake.generate(record["body"]))
+                elif self.command == "DELETE" and (m := RUNNER_PATH.match(self.path)):
+                    found = fake.registered.pop(int(m.group(3)), None)
+                    self.answer(204) if found else self.answer(404, {"message": "Not Found"})
+                else:
+                    self.answer(404, {"message": "Not Found"})
+
+            do_POST = do_DELETE = do_GET = handle_any
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def generate(self, body) -> tuple[int, dict]:
+        if not isinstance(body, dict):
+            return 422, {"message": "Invalid request body"}
+        for key in ("name", "runner_group_id", "labels"):
+            if key not in body:
+                return 422, {"message": f"Invalid input: object is missing required key: {key}"}
+        labels = body["labels"]
+        if (
+            not isinstance(body["name"], str)
+            or not isinstance(body["runner_group_id"], int)
+            or not isinstance(labels, list)
+            or not 1 <= len(labels) <= 100
+            or not all(isinstance(x, str) for x in labels)
+            or not isinstance(body.get("work_folder", "_work"), str)
+        ):
+            return 422, {"message": "Invalid input"}
+        if body["name"] in self.registered.values():
+            return 409, {"message": "Already exists - A runner with the same name already exists."}
+        runner_id, self.next_id = self.next_id, self.next_id + 1
+        self.registered[runner_id] = body["name"]
+        secret = f"one-job-secret-{runner_id}-{secrets.token_hex(8)}"
+        self.issued[runner_id] = secret
+        files = {
+            ".runner": {
+                "agentId": runner_id,
+                "agentName": body["name"],
+                "poolId": body["runner_group_id"],
+                "workFolder": body.get("work_folder", "_work"),
+                "ephemeral": True,
+            },
+            ".credentials": {"scheme": "OAuth", "data": {"clientId": secret}},
+            ".credentials_rsaparams": {"d": secret},
+        }
+        encoded = base64.b64encode(
+            json.dumps(
+                {k: base64.b64encode(json.dumps(v).encode()).decode() for k, v in files.items()}
+            ).encode()
+        ).decode()
+        runner = {
+            "id": runner_id,
+            "name": body["name"],
+            "os": "unknown",
+            "status": "offline",
+            "busy": False,
+            "labels": [{"id": 0, "name": x, "type": "custom"} for x in labels],
+        }
+        return 201, {"runner": runner, "encoded_jit_config": encoded}
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+# Stand-in for actions/runner's run.sh and Runner.Listener. It does what the real runner's source
+# shows: arguments may come as ACTIONS_RUNNER_INPUT_<NAME>, which it removes from its environment
+# (CommandSettings.cs); the decoded jitconfig's files are written into the runner's own folder
+# (Runner.cs); .env lines KEY=VALUE are set into its environment, later lines winning
+# (Program.cs LoadAndSetEnv); the job-started hook runs as `bash -e FILE` before any step, with the
+# job's default variables such as GITHUB_EVENT_PATH (GitHub's "Running scripts before or after a
+# job"); then the job's steps run, here job.sh. The job GitHub would send is job-message.env.
+STANDIN_RUN_SH = r"""#!/bin/bash
+set -u
+DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+jit=${ACTIONS_RUNNER_INPUT_JITCONFIG:-}
+if [ "${1:-}" = --jitconfig ]; then jit=${2:-}; fi
+unset ACTIONS_RUNNER_INPUT_JITCONFIG
+[ -n "$jit" ] || { echo "stand-in runner: no jitconfig"; exit 1; }
+python3 - "$jit" "$DIR" <<'PY' || { echo "stand-in runner: bad jitconfig"; exit 1; }
+import base64, json, os, sys
+for name, content in json.loads(base64.b64decode(sys.argv[1])).items():
+    with open(os.path.join(sys.argv[2], name), "wb") as f:
+        f.write(base64.b64decode(content))
+PY
+while IFS= read -r line || [ -n "$line" ]; do
+    case $line in *=*) export "${line%%=*}=${line#*=}" ;; esac
+done < "$DIR/.env"
+mkdir -p "$DIR/_diag"
+echo "JOB runner_id=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["agentId"])' "$DIR/.runner")"
+if [ -f "$DIR/job-message.env" ]; then
+    while IFS= read -r line; do export "${line%%=*}=${line#*=}"; done < "$DIR/job-message.env"
+fi
+if [ -n "${ACTIONS_RUNNER_HOOK_JOB_STARTED:-}" ]; then
+    bash -e "$ACTIONS_RUNNER_HOOK_JOB_STARTED" || { echo "JOB hook_refused=yes"; exit 0; }
+fi
+cd "$DIR/_work" || exit 1
+if [ -n "${GEMM_TEST_JOB_SLEEP:-}" ]; then echo "JOB waiting=yes"; sleep "$GEMM_TEST_JOB_SLEEP"; fi
+bash "$DIR/job.sh"
+"""
+
+# The installed hook: a stand-in for ops/runner/pre-job-hook.sh that says it ran.
+REAL_HOOK = """#!/bin/bash
+echo "JOB hook=real"
+"""
+
+# A fabricated hostile job, run the same way twice: first it reports what it finds of earlier
+# jobs, then it tries to leave things behind and to reach what it must not.
+HOSTILE_JOB = r"""
+DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+say() { echo "JOB $1=$2"; }
+yn() { if "$@" >/dev/null 2>&1; then echo yes; else echo no; fi; }
+count() { grep -ac "$1" || true; }
+site=$(python3 -c 'import site; print(site.getusersitepackages())')
+tool=$RUNNER_TOOL_CACHE/Python/3.11.99/x64
+
+# 1. What earlier jobs left behind.
+say uid "$(id -u)"
+say home "$HOME"
+say home_entries "$(find "$HOME" -mindepth 1 | wc -l)"
+say pth_runs "$(env -u PYTHONNOUSERSITE python3 -c pass 2>&1 | count PLANTED-PTH)"
+say pip_conf_exists "$(yn test -e "$HOME/.config/pip/pip.conf")"
+say pip_available "$(yn python3 -m pip --version)"
+say pip_sees_planted "$(env -u PIP_CONFIG_FILE python3 -m pip config list 2>/dev/null | count planted.invalid)"
+say tool_cache_entries "$(find "$RUNNER_TOOL_CACHE" -mindepth 1 | wc -l)"
+say env_planted_lines "$(count PLANTED < "$DIR/.env")"
+say shared_tmp_planted "$(yn test -e "$GEMM_TEST_SHARED_TMP/planted-by-job")"
+say leftover_processes "$(grep -las 'gemm-left[o]ver' /proc/[0-9]*/cmdline | wc -l)"
+
+# 2. The environment the runner gave the job.
+say env_pythonnousersite "${PYTHONNOUSERSITE:-unset}"
+say env_pip_config_file "${PIP_CONFIG_FILE:-unset}"
+say env_inherited "${GEMM_TEST_INHERITED:-unset}"
+say env_pythonpath "${PYTHONPATH:-unset}"
+say env_jitconfig "${ACTIONS_RUNNER_INPUT_JITCONFIG:-unset}"
+say env_tool_cache "$RUNNER_TOOL_CACHE"
+say env_tmpdir "$TMPDIR"
+say no_new_privs "$(awk '/^NoNewPrivs/ {print $2}' /proc/self/status)"
+say credentials "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["data"]["clientId"])' \
+    "$DIR/.credentials")"
+
+# 3. Attacks. Those inside the job's own area succeed; they must not survive the job.
+mkdir -p "$site" && echo 'import sys; sys.stderr.write("PLANTED-PTH-RAN\n")' > "$site/gemm-planted.pth"
+say plant_pth "$(yn test -s "$site/gemm-planted.pth")"
+say pth_live_without_nousersite "$(env -u PYTHONNOUSERSITE python3 -c pass 2>&1 | count PLANTED-PTH)"
+say pth_live_in_job_env "$(python3 -c pass 2>&1 | count PLANTED-PTH)"
+mkdir -p "$HOME/.config/pip" &&
+    printf '[global]\nindex-url = https://planted.invalid/simple\n' > "$HOME/.config/pip/pip.conf"
+say plant_pip_conf "$(yn test -s "$HOME/.config/pip/pip.conf")"
+say pip_conf_live_without_isolation \
+    "$(env -u PIP_CONFIG_FILE python3 -m pip config list 2>/dev/null | count planted.invalid)"
+say pip_conf_live_in_job_env "$(python3 -m pip config list 2>/dev/null | count planted.invalid)"
+mkdir -p "$tool/bin" && printf '#!/bin/sh\necho PLANTED\n' > "$tool/bin/python3" && touch "$tool.complete"
+say plant_tool_cache "$(yn test -e "$tool.complete")"
+say write_shared_tmp "$(yn touch "$GEMM_TEST_SHARED_TMP/planted-by-job")"
+setsid bash -c 'exec -a gemm-leftover sleep 600' </dev/null >/dev/null 2>&1 &
+say spawn_leftover "$(yn kill -0 $!)"
+say own_credentials_readable "$(yn test -r "$DIR/.credentials")"
+
+# 4. Attacks on what belongs to root. Each must fail.
+hook="ACTIONS_RUNNER_HOOK_JOB_STARTED=$GEMM_TEST_SHARED_TMP/planted-hook.sh"
+printf '#!/bin/bash\necho "JOB hook=planted"\n' > "$GEMM_TEST_SHARED_TMP/planted-hook.sh"
+say append_env "$(yn sh -c "echo '$hook # PLANTED' >> '$DIR/.env'")"
+say replace_env "$(yn sh -c "cp '$DIR/.env' '$DIR/.env.new' && echo '$hook # PLANTED' >> '$DIR/.env.new' &&
+    mv -f '$DIR/.env.new' '$DIR/.env'")"
+say remove_env "$(yn rm -f "$DIR/.env")"
+say write_hook "$(yn sh -c "echo 'echo PLANTED' >> '$ACTIONS_RUNNER_HOOK_JOB_STARTED'")"
+say write_runner_program "$(yn sh -c "echo '# PLANTED' >> '$DIR/run.sh'")"
+say write_runner_bin "$(yn sh -c "echo PLANTED >> '$DIR/bin/Runner.Listener'")"
+say read_token "$(yn cat "$GEMM_TEST_TOKEN_FILE")"
+say sudo_root "$(yn sudo -n true)"
+"""
+
+
+def job_reports(output: str) -> list[dict[str, str]]:
+    """The JOB key=value lines, one dict per runner (each starts with runner_id)."""
+    jobs: list[dict[str, str]] = []
+    for line in output.splitlines():
+        m = re.match(r"^JOB (\w+)=(.*)$", line)
+        if not m:
+            continue
+        if m.group(1) == "runner_id":
+            jobs.append({})
+        if jobs:
+            jobs[-1].setdefault(m.group(1), m.group(2))
+    return jobs
+
+
+def tree_digest(folder: Path) -> str:
+    """A hash of every file's path, mode, owner and content under folder."""
+    h = hashlib.sha256()
+    for path in sorted(folder.rglob("*")):
+        st = path.lstat()
+        h.update(f"{path.relative_to(folder)} {st.st_mode:o} {st.st_uid}\n".encode())
+        if path.is_file() and not path.is_symlink():
+            h.update(path.read_bytes())
+    return h.hexdigest()
+
+
+def uid_processes(uid: int) -> list[int]:
+    """Pids of processes whose real, effective or saved uid is uid."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            status = Path(f"/proc/{pid}/status").read_text()
+        except OSError:
+            continue
+        uids = re.search(r"^Uid:\s+(.*)$", status, re.M)
+        if uids and str(uid) in uids.group(1).split():
+            found.append(int(pid))
+    return found
+
+
+def clean_env(**extra) -> dict[str, str]:
+    """An environment for the supervisor with no proxies (the stand-in is on loopback)."""
+    env = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}
+    env.update(extra)
+    return env
+
+
+# --- settings and the API, without a job user ----------------------------------------------------
+
+
+def run_supervisor(args, env=None, timeout=120):
+    return subprocess.run(
+        [sys.executable, str(SUPERVISOR), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env or clean_env(),
+    )
+
+
+class TestSettings:
+    """Tests for the supervisor's refusal of settings that cannot keep jobs apart."""
+
+    @pytest.fixture
+    def base(self, tmp_path):
+        """Valid-looking settings in root-owned folders, except for what each test breaks."""
+        install = tmp_path / "install"
+        install.mkdir()
+        (install / "run.sh").write_text("#!/bin/sh\n")
+        hook = tmp_path / "hooks" / "pre-job-hook.sh"
+        hook.parent.mkdir()
+        hook.write_text("#!/bin/sh\n")
+        token = tmp_path / "token"
+        token.write_text("t0ken\n")
+        token.chmod(0o600)
+        return [
+            "--repo", REPO, "--pool", "gpu-pr", "--machine", "h100-pr-01",
+            "--job-user", "root", "--runner-dir", str(install), "--hook", str(hook),
+            "--state-dir", str(tmp_path / "state"), "--token-file", str(token),
+        ]  # fmt: skip
+
+    def error(self, proc) -> str:
+        lines = proc.stderr.strip().splitlines()
+        assert proc.returncode == 2, proc.stdout + proc.stderr
+        assert len(lines) == 1 and lines[0].startswith("gemm-runner: error: "), proc.stderr
+        return lines[0]
+
+    def test_missing_settings(self):
+        """Without settings it names every missing one and where to set them."""
+        proc = run_supervisor([], env={"PATH": os.environ["PATH"]})
+        assert "--repo" in self.error(proc) and "--token-file" in proc.stderr
+
+    def test_unknown_pool(self, base):
+        """Only the two pools the workflows know are accepted."""
+        args = base[:]
+        args[args.index("--pool") + 1] = "gpu"
+        assert "not one of gpu-pr, gpu-history" in self.error(run_supervisor(args))
+
+    def test_root_job_user(self, base):
+        """Jobs never run as root."""
+        assert "jobs must not run as root" in self.error(run_supervisor(base))
+
+    def test_unknown_job_user(self, base):
+        """A job user that does not exist is named, with where to read how to make it."""
+        args = base[:]
+        args[args.index("--job-user") + 1] = "no-such-gemm-user"
+        assert "no user 'no-such-gemm-user'" in self.error(run_supervisor(args))
+
+    def test_bad_job_env(self, base):
+        """--job-env entries must be KEY=VALUE."""
+        assert "is not KEY=VALUE" in self.error(run_supervisor([*base, "--job-env", "oops"]))
+
+
+class TestGitHubApi:
+    """Tests for the supervisor's calls to the (stand-in) GitHub REST API."""
+
+    @pytest.fixture
+    def api(self, tmp_path):
+        sup = load_supervisor()
+        token = tmp_path / "token"
+        token.write_text("s3cret-token\n")
+        token.chmod(0o600)
+        with FakeGitHub("s3cret-token") as gh:
+            settings = sup.Settings(
+                repo=REPO, pool="gpu-pr", machine="h100-pr-01",
+                labels=["self-hosted", "linux", "x64", "gpu", "gpu-pr", "h100-pr-01"],
+                runner_group_id=1, job_user="x", runner_dir=tmp_path, hook=tmp_path,
+                state_dir=tmp_path, token_file=token, api_url=gh.url,
+            )  # fmt: skip
+            yield sup, settings, gh
+
+    def test_generate_jitconfig_request(self, api):
+        """The request carries GitHub's documented headers and body, and the answer is decoded."""
+        sup, settings, gh = api
+        runner_id, encoded = sup.generate_jitconfig(settings, "h100-pr-01-pr-1")
+        (req,) = gh.requests
+        assert req["method"] == "POST"
+        assert req["path"] == f"/repos/{REPO}/actions/runners/generate-jitconfig"
+        assert req["headers"]["authorization"] == "Bearer s3cret-token"
+        assert req["headers"]["accept"] == "application/vnd.github+json"
+        assert req["headers"]["x-github-api-version"] == "2022-11-28"
+        assert req["body"] == {
+            "name": "h100-pr-01-pr-1",
+            "runner_group_id": 1,
+            "labels": settings.labels,
+            "work_folder": "_work",
+        }
+        assert gh.registered == {runner_id: "h100-pr-01-pr-1"}
+        files = json.loads(base64.b64decode(encoded))
+        assert set(files) == {".runner", ".credentials", ".credentials_rsaparams"}
+
+    def test_bad_token_is_one_clear_error(self, api):
+        """A 401 becomes an ApiError naming the token, not a traceback or a retry loop."""
+        sup, settings, gh = api
+        settings.token_file.write_text("wrong\n")
+        with pytest.raises(sup.ApiError, match="401: GitHub refused the token"):
+            sup.generate_jitconfig(settings, "h100-pr-01-pr-2")
+        assert len(gh.requests) == 1
+
+    def test_server_error_is_retried(self, api):
+        """A 503 is retried and the next answer is used."""
+        sup, settings, gh = api
+        gh.fail_next = [503]
+        runner_id, _ = sup.generate_jitconfig(settings, "h100-pr-01-pr-3")
+        assert len(gh.requests) == 2 and runner_id in gh.registered
+
+    def test_name_conflict_reported(self, api):
+        """A 409 says a runner of that name exists."""
+        sup, settings, gh = api
+        sup.generate_jitconfig(settings, "h100-pr-01-pr-4")
+        with pytest.raises(sup.ApiError, match="409: a runner named h100-pr-01-pr-4"):
+            sup.generate_jitconfig(settings, "h100-pr-01-pr-4")
+
+    def test_delete_runner(self, api):
+        """A registration left behind is deleted; an already removed one is no error."""
+        sup, settings, gh = api
+        runner_id, _ = sup.generate_jitconfig(settings, "h100-pr-01-pr-5")
+        sup.delete_runner(settings, runner_id)
+        sup.delete_runner(settings, runner_id)
+        assert gh.registered == {}
+        assert [r["method"] for r in gh.requests] == ["POST", "DELETE", "DELETE"]
+
+
+# --- the demonstration: a real job user, two jobs ------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def sandbox():
+    """Root-owned folders the job user can traverse, a throwaway job user, removed afterwards."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root, to create a job user and switch to it")
+    for tool in ("useradd", "userdel", "setpriv", "setsid"):
+        if shutil.which(tool) is None:
+            pytest.skip(f"needs {tool}")
+    base = Path(tempfile.mkdtemp(prefix="gemm-runner-test-", dir="/tmp"))
+    base.chmod(0o755)
+    state = base / "state"
+    name = f"gemmjob{secrets.token_hex(4)}"
+    proc = subprocess.run(
+        ["useradd", "--system", "--user-group", "--no-create-home", "--shell", "/usr/sbin/nologin",
+         "--home-dir", str(state / "job" / "home"), name],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    if proc.returncode != 0:
+        shutil.rmtree(base)
+        pytest.skip(f"cannot create a throwaway job user: {proc.stderr.strip()}")
+    user = pwd.getpwnam(name)
+    try:
+        probe = subprocess.run(
+            ["setpriv", f"--reuid={user.pw_uid}", f"--regid={user.pw_gid}", "--clear-groups",
+             "python3", "-c", "pass"],
+            capture_output=True, text=True, env={"PATH": "/usr/local/bin:/usr/bin:/bin"},
+        )  # fmt: skip
+        if probe.returncode != 0:
+            pytest.skip(f"the job user cannot run python3 from /usr/bin: {probe.stderr.strip()}")
+        yield base, user
+    finally:
+        for pid in uid_processes(user.pw_uid):  # only processes of the throwaway user, by pid
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        subprocess.run(["userdel", name], capture_output=True)
+        subprocess.run(["groupdel", name], capture_output=True)  # if userdel kept it
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def make_layout(base: Path, user, hook_text: str = REAL_HOOK) -> dict[str, Path]:
+    """A pristine runner install, the hook, the token and a fake shared /tmp under base."""
+    for leftover in ("actions-runner", "hooks", "etc", "shared-tmp", "state", "fakebin"):
+        shutil.rmtree(base / leftover, ignore_errors=True)
+    install = base / "actions-runner"
+    (install / "bin").mkdir(parents=True)
+    (install / "run.sh").write_text(STANDIN_RUN_SH)
+    (install / "job.sh").write_text(HOSTILE_JOB)
+    (install / "bin" / "Runner.Listener").write_text("stand-in listener binary\n")
+    for f in (install / "run.sh", install / "bin" / "Runner.Listener"):
+        f.chmod(0o755)
+    # A leftover of a manual config.sh in the install must never reach a job.
+    (install / ".credentials").write_text("install-time secret\n")
+    (install / ".credentials").chmod(0o600)
+    hook = base / "hooks" / "pre-job-hook.sh"
+    hook.parent.mkdir()
+    hook.write_text(hook_text)
+    hook.chmod(0o755)
+    token = base / "etc" / "token"
+    token.parent.mkdir()
+    token.write_text("long-lived-registration-token\n")
+    token.chmod(0o600)
+    shared_tmp = base / "shared-tmp"
+    shared_tmp.mkdir()
+    shared_tmp.chmod(0o1777)  # like /tmp
+    return {"install": install, "hook": hook, "token": token, "shared_tmp": shared_tmp}
+
+
+def supervisor_args(
+    base: Path, user, layout, api_url: str, jobs: int, extra_env="", pool="gpu-pr"
+) -> list:
+    return [
+        "--repo", REPO, "--pool", pool, "--machine", "h100-pr-01",
+        "--labels", "self-hosted,linux,x64,gpu,h100",
+        "--job-user", user.pw_name, "--runner-dir", str(layout["install"]),
+        "--hook", str(layout["hook"]), "--state-dir", str(base / "state"),
+        "--token-file", str(layout["token"]), "--api-url", api_url,
+        "--sweep-dirs", str(layout["shared_tmp"]), "--jobs", str(jobs),
+        "--job-env",
+        f"GEMM_TEST_SHARED_TMP={layout['shared_tmp']} GEMM_TEST_TOKEN_FILE={layout['token']} "
+        f"{extra_env}",
+    ]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def two_jobs(sandbox):
+    """Runs the supervisor for two jobs of the hostile job; returns what they and GitHub saw."""
+    base, user = sandbox
+    layout = make_layout(base, user)
+    before = tree_digest(layout["install"]), layout["token"].read_bytes()
+    hook_before = layout["hook"].read_bytes()
+    with FakeGitHub("long-lived-registration-token") as gh:
+        # The supervisor's own environment carries things a job must not inherit.
+        env = clean_env(GEMM_TEST_INHERITED="leak", PYTHONPATH="/leak")
+        proc = run_supervisor(supervisor_args(base, user, layout, gh.url, jobs=2), env=env)
+    jobs = job_reports(proc.stdout)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert len(jobs) == 2, proc.stdout + proc.stderr
+    return {
+        "proc": proc, "jobs": jobs, "gh": gh, "user": user, "base": base, "layout": layout,
+        "before": before, "hook_before": hook_before,
+    }  # fmt: skip
+
+
+class TestTwoJobs:
+    """The demonstration: job 1 plants everything it can, job 2 finds none of it."""
+
+    def test_job_runs_as_job_user_with_clean_environment(self, two_jobs):
+        """Both jobs ran as the job user (the switch happened), with nothing of root's environment."""
+        for job in two_jobs["jobs"]:
+            assert job["uid"] == str(two_jobs["user"].pw_uid) != "0"
+            assert job["home"] == str(two_jobs["base"] / "state" / "job" / "home")
+            assert job["env_pythonnousersite"] == "1"
+            assert job["env_pip_config_file"] == "/dev/null"
+            assert job["env_inherited"] == "unset" and job["env_pythonpath"] == "unset"
+            assert job["env_jitconfig"] == "unset"  # the runner consumed it
+            assert job["no_new_privs"] == "1"
+            assert job["sudo_root"] == "no"
+            assert job["hook"] == "real"
+
+    def test_fresh_home_each_job(self, two_jobs):
+        """HOME is empty when each job starts, though job 1 filled it."""
+        first, second = two_jobs["jobs"]
+        assert first["plant_pth"] == first["plant_pip_conf"] == "yes"
+        assert first["home_entries"] == second["home_entries"] == "0"
+
+    def test_pth_file_does_not_survive(self, two_jobs):
+        """A .pth in the user site ran in job 1 (so the attack is real) and is gone in job 2."""
+        first, second = two_jobs["jobs"]
+        assert first["pth_live_without_nousersite"] == "1"
+        assert first["pth_live_in_job_env"] == "0"  # PYTHONNOUSERSITE=1 also blocks it in-job
+        assert second["pth_runs"] == "0"
+
+    def test_pip_conf_does_not_survive(self, two_jobs):
+        """A planted ~/.config/pip/pip.conf is gone in job 2, and ignored even within job 1."""
+        first, second = two_jobs["jobs"]
+        assert second["pip_conf_exists"] == "no"
+        if first["pip_available"] == "yes":
+            assert first["pip_conf_live_without_isolation"] == "1"
+            assert first["pip_conf_live_in_job_env"] == "0"  # PIP_CONFIG_FILE=/dev/null
+            assert second["pip_sees_planted"] == "0"
+
+    def test_tool_cache_is_fresh(self, two_jobs):
+        """A poisoned Python in the tool cache (RUNNER_TOOL_CACHE) does not reach job 2."""
+        first, second = two_jobs["jobs"]
+        assert first["plant_tool_cache"] == "yes"
+        assert second["tool_cache_entries"] == "0"
+        assert first["env_tool_cache"] == second["env_tool_cache"]
+        assert first["env_tool_cache"].startswith(str(two_jobs["base"] / "state" / "job"))
+
+    def test_runner_env_cannot_be_edited(self, two_jobs):
+        """The job cannot append to, replace or remove the runner's .env, so the hook stays."""
+        for job in two_jobs["jobs"]:
+            assert job["append_env"] == job["replace_env"] == job["remove_env"] == "no"
+            assert job["env_planted_lines"] == "0"
+            assert job["hook"] == "real"
+            assert job["write_hook"] == "no"
+        assert two_jobs["layout"]["hook"].read_bytes() == two_jobs["hook_before"]
+
+    def test_runner_install_cannot_be_changed(self, two_jobs):
+        """The runner's programs are root's in every copy, so the install stays as it was."""
+        for job in two_jobs["jobs"]:
+            assert job["write_runner_program"] == job["write_runner_bin"] == "no"
+        assert tree_digest(two_jobs["layout"]["install"]) == two_jobs["before"][0]
+
+    def test_runner_credentials_unreadable(self, two_jobs):
+        """The registration token is unreadable; each job sees only its own one-job credential."""
+        first, second = two_jobs["jobs"]
+        assert first["read_token"] == second["read_token"] == "no"
+        assert two_jobs["layout"]["token"].read_bytes() == two_jobs["before"][1]
+        issued = list(two_jobs["gh"].issued.values())
+        assert [first["credentials"], second["credentials"]] == issued
+        assert "install-time secret" not in two_jobs["proc"].stdout
+
+    def test_leftover_process_is_killed(self, two_jobs):
+        """A process job 1 left running in its own session is gone before job 2 starts."""
+        first, second = two_jobs["jobs"]
+        assert first["spawn_leftover"] == "yes"
+        assert second["leftover_processes"] == "0"
+        assert uid_processes(two_jobs["user"].pw_uid) == []
+
+    def test_shared_tmp_is_swept(self, two_jobs):
+        """What job 1 left in the shared temporary folder is deleted before job 2."""
+        first, second = two_jobs["jobs"]
+        assert first["write_shared_tmp"] == "yes"
+        assert second["shared_tmp_planted"] == "no"
+        assert list(two_jobs["layout"]["shared_tmp"].iterdir()) == []
+
+    def test_nothing_left_after_the_last_job(self, two_jobs):
+        """The job area is gone and every runner was registered once and then deregistered."""
+        assert not (two_jobs["base"] / "state" / "job").exists()
+        gh = two_jobs["gh"]
+        posts = [r for r in gh.requests if r["method"] == "POST"]
+        deletes = [r["path"] for r in gh.requests if r["method"] == "DELETE"]
+        assert len(posts) == 2
+        assert all("gpu-pr" in r["body"]["labels"] for r in posts)
+        assert all("h100-pr-01" in r["body"]["labels"] for r in posts)
+        assert deletes == [f"/repos/{REPO}/actions/runners/{i}" for i in gh.issued]
+        assert gh.registered == {}
+
+    def test_token_never_printed(self, two_jobs):
+        """The supervisor's log shows neither the registration token nor a one-job secret."""
+        out = two_jobs["proc"].stdout + two_jobs["proc"].stderr
+        assert "long-lived-registration-token" not in out
+        own = [line for line in out.splitlines() if line.startswith("gemm-runner")]
+        assert len(own) >= 4
+        assert not any(s in line for s in two_jobs["gh"].issued.values() for line in own)
+
+
+def test_sigterm_stops_a_waiting_runner(sandbox):
+    """systemctl stop (SIGTERM) ends a runner waiting for a job, wipes and deregisters it."""
+    base, user = sandbox
+    layout = make_layout(base, user)
+    with FakeGitHub("long-lived-registration-token") as gh:
+        args = supervisor_args(
+            base, user, layout, gh.url, jobs=0, extra_env="GEMM_TEST_JOB_SLEEP=600"
+        )
+        sup = subprocess.Popen(
+            [sys.executable, str(SUPERVISOR), *args, "--stop-timeout", "5"],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=clean_env(),
+        )  # fmt: skip
+        lines = []
+        deadline = time.monotonic() + 60
+        for line in sup.stdout:
+            lines.append(line)
+            if "JOB waiting=yes" in line or time.monotonic() > deadline:
+                break
+        sup.send_signal(signal.SIGTERM)
+        out, _ = sup.communicate(timeout=60)
+    output = "".join(lines) + out
+    assert sup.returncode == 0, output
+    assert "gemm-runner: stopped" in output
+    assert uid_processes(user.pw_uid) == []
+    assert not (base / "state" / "job").exists()
+    assert gh.registered == {}
+
+
+class TestUnsafeLayout:
+    """Tests for the supervisor's refusal of a layout in which the job user could reach root's files."""
+
+    @pytest.fixture
+    def layout_args(self, sandbox):
+        base, user = sandbox
+        layout = make_layout(base, user)
+        return layout, supervisor_args(base, user, layout, "http://127.0.0.1:9", jobs=1)
+
+    def refusal(self, args) -> str:
+        proc = run_supervisor(args)
+        lines = proc.stderr.strip().splitlines()
+        assert proc.returncode == 2 and len(lines) == 1, proc.stdout + proc.stderr
+        return lines[0]
+
+    def test_readable_token_refused(self, layout_args):
+        """A registration token that others can read is refused before anything starts."""
+        layout, args = layout_args
+        layout["token"].chmod(0o644)
+        assert "is readable by others; chmod 600" in self.refusal(args)
+
+    def test_writable_install_refused(self, layout_args):
+        """A runner install the job user could write to is refused."""
+        layout, args = layout_args
+        layout["install"].chmod(0o777)
+        assert "must be owned by root and writable by root only" in self.refusal(args)
+
+    def test_hook_owned_by_job_user_refused(self, layout_args, sandbox):
+        """A pre-job hook owned by the job user is refused."""
+        layout, args = layout_args
+        os.chown(layout["hook"], sandbox[1].pw_uid, sandbox[1].pw_gid)
+        assert "pre-job hook" in self.refusal(args)
+
+    def test_writable_file_deep_in_install_refused(self, layout_args):
+        """A file deep in the install that others could write is refused: every job links to it."""
+        layout, args = layout_args
+        (layout["install"] / "bin" / "Runner.Listener").chmod(0o777)
+        assert "Runner.Listener in the runner install" in self.refusal(args)
+
+
+FAKE_SMI = """#!/bin/sh
+case "$*" in *--query-gpu=gpu_name*) echo "NVIDIA H100 80GB HBM3" ;; esac
+exit 0
+"""
+
+
+@pytest.mark.parametrize(
+    "pool,event_name,head,ref,refusal",
+    [
+        ("gpu-pr", "pull_request", "mallory/gemm-regress", "refs/pull/7/merge", "fork mallory"),
+        ("gpu-pr", "pull_request", REPO, "refs/pull/7/merge", None),
+        ("gpu-history", "pull_request", REPO, "refs/pull/7/merge", "gpu-history pool runs only"),
+        ("gpu-history", "push", None, "refs/heads/main", None),
+    ],
+)
+def test_installed_hook_guards_the_pool(sandbox, pool, event_name, head, ref, refusal):
+    """Under the supervisor, ops/runner/pre-job-hook.sh (named in root's .env) refuses forks, and
+    same-repository pull requests on the history pool, before any step runs."""
+    base, user = sandbox
+    layout = make_layout(
+        base, user, hook_text=(ROOT / "ops" / "runner" / "pre-job-hook.sh").read_text()
+    )
+    fakebin = base / "fakebin"
+    fakebin.mkdir()
+    (fakebin / "nvidia-smi").write_text(FAKE_SMI)
+    (fakebin / "nvidia-smi").chmod(0o755)
+    event = (
+        {"ref": ref} if head is None else {"pull_request": {"head": {"repo": {"full_name": head}}}}
+    )
+    (layout["install"] / "event.json").write_text(json.dumps(event))
+    (layout["install"] / "job-message.env").write_text(
+        f"GITHUB_REPOSITORY={REPO}\nGITHUB_EVENT_NAME={event_name}\nGITHUB_REF={ref}\n"
+        f"GITHUB_EVENT_PATH={layout['install'] / 'event.json'}\n"
+    )
+    with FakeGitHub("long-lived-registration-token") as gh:
+        args = supervisor_args(base, user, layout, gh.url, jobs=1, pool=pool)
+        proc = run_supervisor([*args, "--path", f"{fakebin}:/usr/local/bin:/usr/bin:/bin"])
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out
+    assert all(pool in r["body"]["labels"] for r in gh.requests if r["method"] == "POST")
+    if refusal:
+        errors = [line for line in out.splitlines() if line.startswith("::error ")]
+        assert len(errors) == 1 and refusal in errors[0], out
+        assert "JOB hook_refused=yes" in out and "JOB uid=" not in out
+    else:
+        assert f"pre-job hook: ok: {event_name} event from {REPO} for the {pool} pool" in out, out
+        assert "JOB uid=" in out
