@@ -4,6 +4,7 @@ rendered into one pull-request comment, and posted then edited through a stand-i
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -245,3 +246,51 @@ class TestPosting:
         )
         assert proc.returncode == 2
         assert proc.stderr.count("\n") == 1 and "--dashboard" in proc.stderr
+
+
+class TestWorkflow:
+    """.github/workflows/pr-comment.yml keeps to the workflow_run pattern."""
+
+    @pytest.fixture
+    def flow(self):
+        import yaml
+
+        return yaml.safe_load((ROOT / ".github" / "workflows" / "pr-comment.yml").read_text())
+
+    def test_trigger_and_permissions(self, flow):
+        """It runs on the pr workflow's completion; the comment job holds pull-requests: write
+        and actions: read only, and only the status job may write statuses."""
+        trigger = flow[True] if True in flow else flow["on"]  # YAML 1.1 reads `on` as true
+        assert trigger == {"workflow_run": {"workflows": ["pr"], "types": ["completed"]}}
+        assert flow["permissions"] == {}
+        jobs = flow["jobs"]
+        assert jobs["comment"]["permissions"] == {"actions": "read", "pull-requests": "write"}
+        assert jobs["status"]["permissions"] == {
+            "actions": "read",
+            "pull-requests": "read",
+            "statuses": "write",
+        }
+
+    def test_runs_no_pull_request_code(self, flow):
+        """Checkouts take the default branch (no ref, no repository), and each run step calls
+        the default branch's scripts/ci/pr_comment.py with python3 from the runner."""
+        for job in flow["jobs"].values():
+            for step in job["steps"]:
+                if step.get("uses", "").startswith("actions/checkout@"):
+                    assert set(step["with"]) == {"persist-credentials"}
+                if "run" in step:
+                    assert step["run"].startswith("python3 scripts/ci/pr_comment.py ")
+
+    def test_same_pins_as_the_other_workflows(self):
+        """Each action has the same SHA pin and version comment as in pr.yml and main.yml."""
+
+        def pins(name):
+            text = (ROOT / ".github" / "workflows" / name).read_text()
+            return dict(
+                (m.group(1), m.group(2))
+                for m in re.finditer(r"uses: ([\w/-]+)@(\S+ # v[\d.]+)", text)
+            )
+
+        known = {**pins("main.yml"), **pins("pr.yml")}
+        mine = pins("pr-comment.yml")
+        assert mine and all(known[action] == pin for action, pin in mine.items())

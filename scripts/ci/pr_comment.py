@@ -2,13 +2,17 @@
 
     python scripts/ci/pr_comment.py --artifacts DIR --repo OWNER/NAME --head-sha SHA
         [--pr N] [--dashboard URL] [--accept-label NAME --codeowners PATH] [--body-out FILE]
+        [--status]
 
 Run by .github/workflows/pr-comment.yml (workflow_run of pr.yml) from the default branch: DIR
 holds the downloaded gate-<machine> artifacts, read as untrusted data (scripts/ci/gate_artifact.py
 validates them; every free-text field reaches the comment only inside a code span). The comment
 starts with MARKER; a later run edits that comment instead of adding one. GH_TOKEN and
-GITHUB_API_URL come from the environment. Exit 0 posted (or nothing to post), 2 a refused
-artifact or bad arguments (a comment still says so), 4 the GitHub API failed.
+GITHUB_API_URL come from the environment. With --status it posts, instead of the comment, the
+commit status gemmbench/gate on the head: success for a pass or a regression accepted with the
+label by a code owner (scripts/ci/accept.py), failure or error otherwise. Exit 0 posted (or
+nothing to post), 2 a refused artifact or bad arguments (a comment still says so), 4 the GitHub
+API failed.
 """
 
 from __future__ import annotations
@@ -53,6 +57,7 @@ CELLS = {
     "broken on head": "❌ broken on head",
     "new on head": "— new on head",
 }
+STATUS_CONTEXT = "gemmbench/gate"
 MOVED = ("slower", "faster", "broken on head")
 DASHBOARD_URL = re.compile(r"https://[A-Za-z0-9.-]+(?::\d+)?(?:/[A-Za-z0-9._~%/-]*)?")
 # The asv suite's GEMM benchmark, and how a gate case name (variant-n) maps to its parameters.
@@ -195,6 +200,22 @@ def render(
     return "\n".join(lines) + "\n"
 
 
+def commit_status(
+    gates: list[Gate], accepted: accept.Acceptance | None, error: str | None
+) -> tuple[str, str]:
+    """The commit status (state, description) of the gate on the head: success for a pass or
+    a regression a code owner accepted, failure otherwise."""
+    if error:
+        return "error", "the gate's record was refused; see the pull request comment"
+    status = min((g.status for g in gates), key=RANK.index)
+    if status == "pass":
+        return "success", "the gate passed on every GPU runner"
+    if status == "regression" and accepted:
+        slower = sorted({b.name for g in gates for b in g.benchmarks if b.verdict == "slower"})
+        return "success", f"regression of {', '.join(slower)} accepted by @{accepted.login}"[:140]
+    return "failure", f"gate: {status}; see the pull request comment"
+
+
 def refused(head_sha: str, reason: str) -> str:
     """The comment for an artifact that failed validation: the reason, escaped."""
     return (
@@ -227,6 +248,7 @@ def _args(argv):
     parser.add_argument("--accept-label", default="")
     parser.add_argument("--codeowners", type=Path, default=Path(".github/CODEOWNERS"))
     parser.add_argument("--body-out", type=Path)
+    parser.add_argument("--status", action="store_true", help="post the commit status instead")
     args = parser.parse_args(argv)
     problems = []
     if not REPO.fullmatch(args.repo):
@@ -269,6 +291,15 @@ def main(argv: list[str] | None = None) -> int:
         accepted = None
         if error is None and args.accept_label and any(g.status == "regression" for g in gates):
             accepted = accept.check(api, pr, args.accept_label, args.codeowners)
+        if args.status:
+            state, description = commit_status(gates, accepted, error)
+            api.request(
+                "POST",
+                api.repo_path(f"/statuses/{args.head_sha}"),
+                {"state": state, "context": STATUS_CONTEXT, "description": description},
+            )
+            print(f"pr_comment: status {STATUS_CONTEXT} = {state}: {description}")
+            return 0
         dashboard = args.dashboard or default_dashboard(args.repo)
         body = (
             refused(args.head_sha, error)
