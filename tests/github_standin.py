@@ -5,7 +5,7 @@ Endpoints (docs.github.com/rest, API version 2022-11-28):
 - GET /repos/{o}/{r}/issues/{n}/comments, POST the same (create), PATCH /repos/{o}/{r}/issues/comments/{id};
 - GET /repos/{o}/{r}/issues?state=open&labels=L, POST /repos/{o}/{r}/issues;
 - GET /repos/{o}/{r}/issues/{n}/events, GET /repos/{o}/{r}/collaborators/{u}/permission;
-- GET /repos/{o}/{r}/commits/{sha}/pulls.
+- GET /repos/{o}/{r}/commits/{sha}/pulls, POST /repos/{o}/{r}/statuses/{sha}.
 Lists honour per_page and page. Any other path answers 404. Run as a script it serves until
 killed and writes its port to --port-file and its recorded requests to --record on each request.
 """
@@ -34,6 +34,7 @@ class State:
         self.events: dict[int, list[dict]] = {}
         self.permissions: dict[str, str] = {}  # login -> role_name
         self.pulls: dict[str, list[dict]] = {}  # head sha -> pulls
+        self.statuses: list[dict] = []
         self.next_id = 1000
         self.next_number = 1
         self.record: Path | None = None
@@ -96,6 +97,10 @@ class State:
                 return 404, {"message": "Not Found"}
             legacy = {"maintain": "write", "triage": "read"}.get(role, role)
             return 200, {"permission": legacy, "role_name": role, "user": {"login": m.group(1)}}
+        if (m := re.fullmatch(r"/statuses/([0-9a-f]{40})", tail)) and method == "POST":
+            status = {"id": self.new_id(), "sha": m.group(1), **body}
+            self.statuses.append(status)
+            return 201, status
         if (m := re.fullmatch(r"/commits/([0-9a-f]{40})/pulls", tail)) and method == "GET":
             return 200, self.pulls.get(m.group(1), [])
         return 404, {"message": "Not Found"}
@@ -145,7 +150,12 @@ def _handler(state: State):
 
 
 def dump(state: State) -> dict:
-    return {"requests": state.requests, "comments": state.comments, "issues": state.issues}
+    return {
+        "requests": state.requests,
+        "comments": state.comments,
+        "issues": state.issues,
+        "statuses": state.statuses,
+    }
 
 
 class StandIn:
