@@ -1,5 +1,7 @@
-"""pr-comment.yml run with act in host mode: the workflow_run of a pr run posts the gate comment,
-then edits it on the next push's run, through the REST stand-in on loopback.
+"""The new feedback jobs run with act in host mode against the REST stand-in on loopback:
+pr-comment.yml on workflow_run events (the comment created, then edited; accept-regression from
+an owner and from a writer), and main.yml's alert job on a planted history (issue opened, then
+commented on at a second slow commit).
 
 act runs without `unshare --net` here, because a new network namespace has no loopback up for the
 stand-in; every action still comes from the local doubles (--action-offline-mode) and the only
@@ -9,7 +11,9 @@ address the steps are given is the stand-in's on 127.0.0.1.
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
 import sys
 
 import pytest
@@ -101,3 +105,70 @@ def test_acceptance_under_act(tmp_path, setter, role, state_after):
     else:
         assert headline.endswith("❌ regression")
         assert f"set by @{setter}, who is not a code owner" in run.log
+
+
+def plant_on_branch(scratch: Scratch, tmp_path, factors: list[float]) -> list[str]:
+    """Commits a planted history (tests/test_alert.py's plant) to origin's asv-results branch."""
+    from gitrepo import git
+    from test_alert import plant
+
+    clone = tmp_path / "results-clone"
+    shutil.rmtree(clone, ignore_errors=True)
+    subprocess.run(["git", "clone", "-q", "-b", "asv-results", str(scratch.origin), str(clone)],
+                   check=True)  # fmt: skip
+    shas = plant(clone, factors)
+    git(clone, "add", "-A")
+    git(
+        clone,
+        "-c",
+        "user.name=t",
+        "-c",
+        "user.email=t@example.invalid",
+        "commit",
+        "-q",
+        "-m",
+        "plant",
+    )
+    git(clone, "push", "-q", "origin", "asv-results")
+    return shas
+
+
+def test_alert_job_under_act(tmp_path):
+    """main.yml on two pushes, with a planted history of another machine on asv-results: the
+    alert job opens an issue for the planted 2% step, then comments on it at a second slow commit."""
+    from act_harness import standin_bin
+    from test_alert import KEY
+
+    scratch = Scratch(tmp_path / "scratch")
+    home = tmp_path / "home"
+    seed_tool_cache(home / ".cache" / "act", sys.executable)
+    bin_dir = standin_bin(tmp_path / "bin", gpu=True)
+    env = {
+        "GEMM_PYTHON": str(bin_dir / "python"),
+        "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+        "ACT_GPU_STANDIN": "1",
+    }
+    runners = [
+        {"machine": "m1", "labels": ["self-hosted", "linux", "x64", "gpu", "gpu-history", "m1"]}
+    ]
+    state = State(REPO, TOKEN)
+    logs = []
+    with StandIn(state) as api:
+        extra = ["--secret", f"GITHUB_TOKEN={TOKEN}", "--env", f"GITHUB_API_URL={api.url}"]
+        for push, factors in enumerate(([1.0] * 10 + [1.02], [1.0] * 10 + [1.02, 1.045])):
+            plant_on_branch(scratch, tmp_path, factors)
+            before = scratch.commits[-1]
+            after = scratch.commit(f"push {push}")
+            event = {"ref": "refs/heads/main", "before": before, "after": after,
+                     "repository": {"full_name": REPO, "default_branch": "main"}}  # fmt: skip
+            run = run_act(
+                scratch, "push", event, "main.yml", home, env=env,
+                variables={"GPU_HISTORY_RUNNERS": json.dumps(runners)}, offline=False, extra=extra,
+            )  # fmt: skip
+            assert run.job_result("alert on regressions") == "succeeded", run.log[-5000:]
+            logs.append(run.log)
+    assert "opened issue #1" in logs[0] and "commented on issue #1" in logs[1]
+    assert [i["title"] for i in state.issues] == [
+        f"Performance regression on main: {KEY} on h200-history"
+    ]
+    assert len(state.comments) == 1
