@@ -155,7 +155,8 @@ class TestRender:
         link = "https://acme.github.io/gemm/#bench_gemm.Gemm.time_gemm?p-variant='coarsened'&p-shape='4096x4096x4096'"
         assert f"[dashboard]({link})" in body
         assert body.count("[dashboard](") == 1, "only benchmarks that moved get a link"
-        assert "bar [3, 3.001," in body and "line [3.06, 3.061," in body
+        assert "line [3, 3.001," in body and "line [3.06, 3.061," in body
+        assert 'y-axis "ms" 2.97 --> 3.102' in body
 
     def test_free_text_cannot_inject(self):
         """Reasons, notes and details (free text) reach the comment only inside code spans: a

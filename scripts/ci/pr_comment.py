@@ -102,23 +102,38 @@ def _seconds(value: float | None) -> str:
     return f"{value * scale:.3f} {unit}"
 
 
+# Two lines on one small chart: blue for the base, red for the head (Mermaid's xychart has no
+# legend, so the title says which is which).
+CHART_INIT = (
+    '%%{init: {"xyChart": {"width": 640, "height": 260}, "themeVariables": '
+    '{"xyChart": {"plotColorPalette": "#1f77b4, #d62728"}}}}%%'
+)
+
+
 def chart(bench: Bench) -> list[str]:
-    """A Mermaid xychart-beta of the base's (bars) and head's (line) per-round medians."""
+    """A Mermaid xychart-beta of the base's and the head's per-round medians.
+
+    The y axis spans the data plus 1% each side, so run-to-run noise looks as small as it is
+    next to a step of a few per cent.
+    """
     if not bench.base_rounds_s or not bench.head_rounds_s:
         return []
-    scale, unit = _unit(bench.base_rounds_s + bench.head_rounds_s)
+    values = bench.base_rounds_s + bench.head_rounds_s
+    scale, unit = _unit(values)
     rounds = max(len(bench.base_rounds_s), len(bench.head_rounds_s))
 
     def series(values):
         return "[" + ", ".join(f"{v * scale:.4g}" for v in values) + "]"
 
+    low, high = min(values) * scale * 0.99, max(values) * scale * 1.01
     return [
         "```mermaid",
+        CHART_INIT,
         "xychart-beta",
-        f'    title "{bench.name}: {unit} per round, bars base, line head"',
+        f'    title "{bench.name}: {unit} per round, blue base, red head"',
         "    x-axis [" + ", ".join(str(i) for i in range(1, rounds + 1)) + "]",
-        f'    y-axis "{unit}"',
-        f"    bar {series(bench.base_rounds_s)}",
+        f'    y-axis "{unit}" {low:.4g} --> {high:.4g}',
+        f"    line {series(bench.base_rounds_s)}",
         f"    line {series(bench.head_rounds_s)}",
         "```",
         "",
