@@ -80,7 +80,7 @@ class TestStepRule:
 
         plant(tmp_path, [1.0] * 10 + [1.017, 1.0])
         series = alert.load_series(tmp_path / MACHINE)
-        values = [p.value for p in series[("time_gemm", (("variant", "coarsened"),
+        values = [p.value for p in series[("bench_gemm.Gemm.time_gemm", (("variant", "coarsened"),
                                                          ("shape", "4096x4096x4096")))]]  # fmt: skip
         assert step_detect.detect_regressions(step_detect.detect_steps(values))[0] is None
 

@@ -23,6 +23,7 @@ Exit 0 done, 2 bad arguments or results, 4 the GitHub API failed.
 from __future__ import annotations
 
 import argparse
+import functools
 import itertools
 import json
 import re
@@ -68,8 +69,13 @@ class Step:
     tolerance: float
 
     @property
+    def short(self) -> str:
+        """The method's name, e.g. time_gemm (benchmark is asv's full name)."""
+        return self.benchmark.rsplit(".", 1)[-1]
+
+    @property
     def key(self) -> str:
-        return f"{self.benchmark}({', '.join(v for _, v in self.params)})"
+        return f"{self.short}({', '.join(v for _, v in self.params)})"
 
 
 def is_step(value: float, history: list[float], tolerance: float) -> bool:
@@ -86,7 +92,8 @@ def is_step(value: float, history: list[float], tolerance: float) -> bool:
 
 
 def load_series(machine_dir: Path) -> dict[tuple[str, tuple], list[Point]]:
-    """(benchmark, ((param, value), ...)) -> its points in commit-date order, time_* only."""
+    """(asv benchmark name, ((param, value), ...)) -> its points in commit-date order, for the
+    time_* benchmarks only (lower is better)."""
     series: dict[tuple[str, tuple], list[Point]] = {}
     for path in sorted(machine_dir.glob("*.json")):
         if path.name == "machine.json" or path.is_symlink():
@@ -111,15 +118,20 @@ def load_series(machine_dir: Path) -> dict[tuple[str, tuple], list[Point]]:
                     (n, PARAM.fullmatch(str(v)).group(1) if PARAM.fullmatch(str(v)) else "?")
                     for n, v in zip(names, combo, strict=False)
                 )
-                series.setdefault((short, labels), []).append(Point(date, sha, float(value)))
+                series.setdefault((name, labels), []).append(Point(date, sha, float(value)))
     for points in series.values():
         points.sort(key=lambda p: p.date)
     return series
 
 
+@functools.lru_cache(maxsize=64)
+def _benchmarks(path: Path) -> dict:
+    return json.loads(path.read_text())
+
+
 def _param_names(results_dir: Path, name: str, count: int) -> list[str]:
     try:
-        info = json.loads((results_dir / "benchmarks.json").read_text())[name]
+        info = _benchmarks(results_dir / "benchmarks.json")[name]
         return list(info["param_names"])
     except (OSError, ValueError, KeyError, TypeError):
         return [f"p{i}" for i in range(count)]
@@ -162,7 +174,7 @@ def find_steps(results_dir: Path, limits: thresholds.Thresholds, since: str = ""
 
 def dashboard_link(base: str, step: Step) -> str:
     query = "&".join([f"machine={step.machine}"] + [f"p-{n}='{v}'" for n, v in step.params])
-    return f"{base.rstrip('/')}/#bench_gemm.Gemm.{step.benchmark}?{query}"
+    return f"{base.rstrip('/')}/#{step.benchmark}?{query}"
 
 
 def marker(step: Step) -> str:
@@ -180,7 +192,7 @@ def describe(step: Step, repo: str, dashboard: str) -> str:
     return "\n".join(
         [
             commit_marker(step),
-            f"**{step.benchmark}** ({sizes}) on `{step.machine}` (`{step.gpu}`) is "
+            f"**{step.short}** ({sizes}) on `{step.machine}` (`{step.gpu}`) is "
             f"{ratio - 1:.1%} slower at `{step.sha[:10]}`, beyond the tolerance "
             f"{step.tolerance:.1%}.",
             "",
