@@ -295,3 +295,38 @@ class TestWorkflow:
         known = {**pins("main.yml"), **pins("pr.yml")}
         mine = pins("pr-comment.yml")
         assert mine and all(known[action] == pin for action, pin in mine.items())
+
+
+class TestApi:
+    """github_api's paging and failures, seen from the scripts."""
+
+    def test_marker_on_a_later_page(self, tmp_path):
+        """With 150 other comments before it, the bot's comment (on page 2) is still edited."""
+        state = State(REPO, TOKEN)
+        for i in range(150):
+            state.comments.append(
+                {"id": i + 1, "issue": 7, "body": "chatter", "user": {"login": "x"}}
+            )
+        state.comments.append(
+            {"id": 999, "issue": 7, "body": pr_comment.MARKER, "user": {"login": BOT}}
+        )
+        with StandIn(state) as api:
+            folder = write_artifacts(tmp_path, {"m": gate_record()})
+            proc = run_script(api.url, "--artifacts", str(folder), "--pr", "7")
+        assert proc.returncode == 0 and "updated comment 999" in proc.stdout, proc.stderr
+        pages = [r["query"]["page"] for r in state.requests if r["method"] == "GET"]
+        assert pages == ["1", "2"]
+
+    def test_api_down_is_exit_4(self, tmp_path):
+        """An unreachable API is one line on stderr and exit 4 (infrastructure), no traceback."""
+        folder = write_artifacts(tmp_path, {"m": gate_record()})
+        proc = run_script("http://127.0.0.1:9", "--artifacts", str(folder), "--pr", "7")
+        assert proc.returncode == 4 and proc.stderr.count("\n") == 1, proc.stderr
+
+    def test_bad_token_is_exit_4(self, tmp_path):
+        """A refused token (HTTP 401) is exit 4 with the status in the message."""
+        state = State(REPO, "another-token")
+        with StandIn(state) as api:
+            folder = write_artifacts(tmp_path, {"m": gate_record()})
+            proc = run_script(api.url, "--artifacts", str(folder), "--pr", "7")
+        assert proc.returncode == 4 and "HTTP 401" in proc.stderr
