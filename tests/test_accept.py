@@ -28,8 +28,13 @@ CODEOWNERS = """\
 """
 
 
-def labeled(login: str, action: str = "labeled", label: str = LABEL) -> dict:
-    return {"event": action, "actor": {"login": login}, "label": {"name": label}}
+RUN_CREATED = "2026-12-01T10:00:00Z"  # when the judged head's pr run was created
+
+
+def labeled(
+    login: str, action: str = "labeled", label: str = LABEL, at: str = "2026-12-01T11:00:00Z"
+) -> dict:
+    return {"event": action, "actor": {"login": login}, "label": {"name": label}, "created_at": at}
 
 
 class TestOwners:
@@ -60,7 +65,7 @@ def run(api_url: str, folder: Path, codeowners: Path, *extra: str) -> subprocess
     env = {"PATH": "/usr/bin:/bin", "GH_TOKEN": TOKEN, "GITHUB_API_URL": api_url}
     command = [sys.executable, str(CI / "pr_comment.py"), "--repo", REPO, "--head-sha", HEAD]
     command += ["--artifacts", str(folder), "--pr", "7", "--accept-label", LABEL]
-    command += ["--codeowners", str(codeowners), *extra]
+    command += ["--codeowners", str(codeowners), "--run-created", RUN_CREATED, *extra]
     return subprocess.run(command, capture_output=True, text=True, env=env, cwd=ROOT, timeout=60)
 
 
@@ -73,8 +78,9 @@ def run(api_url: str, folder: Path, codeowners: Path, *extra: str) -> subprocess
         ([labeled("mallory")], {}, None),
         ([labeled("alice"), labeled("alice", "unlabeled"), labeled("mallory")], {}, None),
         ([], {}, None),
+        ([labeled("alice", at="2026-12-01T09:00:00Z")], {}, None),  # for an earlier head
     ],
-    ids=["owner", "team role", "writer", "outsider", "relabeled by another", "no label"],
+    ids=["owner", "team role", "writer", "outsider", "relabeled by another", "no label", "stale"],
 )
 def test_acceptance(tmp_path, events, permissions, accepted_by):
     """A 2% regression is accepted, in the comment and the commit status, only when a code
@@ -105,7 +111,9 @@ def test_acceptance(tmp_path, events, permissions, accepted_by):
     else:
         assert headline.endswith("❌ regression")
         assert posted[0]["state"] == "failure"
-        if events:
+        if events and events[-1]["created_at"] < RUN_CREATED:
+            assert "before this head's pr run started" in comment.stdout
+        elif events:
             assert "not a code owner" in comment.stdout
 
 

@@ -36,6 +36,7 @@ def workflow_run_event(run_id: int) -> dict:
             "head_branch": "feature",
             "head_repository": {"full_name": REPO},
             "pull_requests": [{"number": 7}],
+            "created_at": "2026-12-01T10:00:00Z",
         },
         "repository": {"full_name": REPO, "default_branch": "main"},
     }
@@ -87,7 +88,14 @@ def test_acceptance_under_act(tmp_path, setter, role, state_after):
     seed_tool_cache(home / ".cache" / "act", sys.executable)
     state = State(REPO, TOKEN)
     label = {"name": "accept-regression"}
-    state.events[7] = [{"event": "labeled", "actor": {"login": setter}, "label": label}]
+    state.events[7] = [
+        {
+            "event": "labeled",
+            "actor": {"login": setter},
+            "label": label,
+            "created_at": "2026-12-01T11:00:00Z",
+        }
+    ]
     state.permissions = {setter: role}
     plant_artifact(home, gate_record(1.02))
     with StandIn(state) as api:

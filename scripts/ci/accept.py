@@ -2,9 +2,11 @@
 
 The label counts only when the account that last added it (the issue events API) owns the gate's
 judging files in the default branch's CODEOWNERS: named there as a user, or a member of a team
-named there. Team membership needs an organisation permission the workflow token lacks, so a
-team is honoured through the repository role instead: admin or maintain (the role such a team
-holds on a repository it guards). Everyone else's label is refused, with the reason.
+named there. It must have been added after the pr run of the judged head was created, so an
+acceptance covers the head its owner saw, not a later push. Team membership needs an
+organisation permission the workflow token lacks, so a team is honoured through the repository
+role instead: admin or maintain (the role such a team holds on a repository it guards). Everyone
+else's label is refused, with the reason.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import fnmatch
 import re
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 from github_api import ApiError, GitHub
@@ -54,17 +57,32 @@ def owners(codeowners: str, path: str = JUDGED_BY) -> list[str]:
     return found
 
 
-def label_setter(events: list, label: str) -> str | None:
-    """The login that last added LABEL, if the label is still on (GET .../issues/N/events)."""
-    setter = None
+def label_event(events: list, label: str) -> dict | None:
+    """The event that last added LABEL, if the label is still on (GET .../issues/N/events)."""
+    last = None
     for event in events:
         if ((event.get("label") or {}).get("name")) != label:
             continue
         if event.get("event") == "labeled":
-            setter = (event.get("actor") or {}).get("login")
+            last = event
         elif event.get("event") == "unlabeled":
-            setter = None
-    return setter if isinstance(setter, str) and LOGIN.fullmatch(setter) else None
+            last = None
+    login = ((last or {}).get("actor") or {}).get("login")
+    return last if isinstance(login, str) and LOGIN.fullmatch(login) else None
+
+
+def label_setter(events: list, label: str) -> str | None:
+    """The login that last added LABEL, if the label is still on."""
+    event = label_event(events, label)
+    return event["actor"]["login"] if event else None
+
+
+def when(stamp) -> datetime | None:
+    """An ISO 8601 time as GitHub writes it ("2026-12-01T15:31:14Z"), or None."""
+    try:
+        return datetime.fromisoformat(str(stamp).replace("Z", "+00:00"))
+    except ValueError:
+        return None
 
 
 def owner_reason(api: GitHub, login: str, names: list[str]) -> str | None:
@@ -85,11 +103,25 @@ def owner_reason(api: GitHub, login: str, names: list[str]) -> str | None:
     return None
 
 
-def check(api: GitHub, pr: int, label: str, codeowners: Path) -> Acceptance | None:
-    """The acceptance of pull request PR, or None (printing why a label did not count)."""
+def check(
+    api: GitHub, pr: int, label: str, codeowners: Path, since: datetime | None = None
+) -> Acceptance | None:
+    """The acceptance of pull request PR, or None (printing why a label did not count).
+
+    With SINCE (when the pr run of the head being judged was created), a label added before it
+    does not count: an acceptance covers the head its owner saw, not a later push.
+    """
     events = api.list(api.repo_path(f"/issues/{pr}/events"))
-    login = label_setter(events, label)
-    if login is None:
+    event = label_event(events, label)
+    if event is None:
+        return None
+    login = event["actor"]["login"]
+    added = when(event.get("created_at"))
+    if since is not None and (added is None or added < since):
+        print(
+            f"accept: the {label!r} label was added by @{login} before this head's pr run "
+            "started; it accepts an earlier head only (remove it and add it again)"
+        )
         return None
     try:
         names = owners(codeowners.read_text(encoding="utf-8"))

@@ -1,8 +1,8 @@
 """Posts the gate's verdict on its pull request: one comment, edited in place on each push.
 
     python scripts/ci/pr_comment.py --artifacts DIR --repo OWNER/NAME --head-sha SHA
-        [--pr N] [--dashboard URL] [--accept-label NAME --codeowners PATH] [--body-out FILE]
-        [--status]
+        [--pr N] [--dashboard URL] [--accept-label NAME --codeowners PATH --run-created TIME]
+        [--body-out FILE] [--status]
 
 Run by .github/workflows/pr-comment.yml (workflow_run of pr.yml) from the default branch: DIR
 holds the downloaded gate-<machine> artifacts, read as untrusted data (scripts/ci/gate_artifact.py
@@ -262,6 +262,7 @@ def _args(argv):
     parser.add_argument("--dashboard", default="")
     parser.add_argument("--accept-label", default="")
     parser.add_argument("--codeowners", type=Path, default=Path(".github/CODEOWNERS"))
+    parser.add_argument("--run-created", default="", help="the pr run's created_at (ISO 8601)")
     parser.add_argument("--body-out", type=Path)
     parser.add_argument("--status", action="store_true", help="post the commit status instead")
     args = parser.parse_args(argv)
@@ -274,6 +275,8 @@ def _args(argv):
         problems.append(f"--pr {args.pr!r} is not a number")
     if args.dashboard and not DASHBOARD_URL.fullmatch(args.dashboard):
         problems.append(f"--dashboard {args.dashboard!r} is not an https address")
+    if args.run_created and accept.when(args.run_created) is None:
+        problems.append(f"--run-created {args.run_created!r} is not an ISO 8601 time")
     if args.accept_label and not accept.LABEL.fullmatch(args.accept_label):
         problems.append(f"--accept-label {args.accept_label!r} is not a label name")
     return args, problems
@@ -305,7 +308,8 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         accepted = None
         if error is None and args.accept_label and any(g.status == "regression" for g in gates):
-            accepted = accept.check(api, pr, args.accept_label, args.codeowners)
+            since = accept.when(args.run_created) if args.run_created else None
+            accepted = accept.check(api, pr, args.accept_label, args.codeowners, since)
         if args.status:
             state, description = commit_status(gates, accepted, error)
             api.request(
