@@ -176,3 +176,27 @@ class TestIssues:
         next((tmp_path / MACHINE).glob("0*.json")).write_text("{")
         proc = run_alert("http://127.0.0.1:9", tmp_path)
         assert proc.returncode == 2 and proc.stderr.count("\n") == 1
+
+
+def test_main_yml_alert_job():
+    """main.yml's alert job follows push-results, runs scripts/ci/alert.py as one thin step, and
+    is the only job of any workflow that may write issues."""
+    import yaml
+
+    flows = {
+        p.name: yaml.safe_load(p.read_text())
+        for p in (ROOT / ".github" / "workflows").glob("*.yml")
+    }
+    job = flows["main.yml"]["jobs"]["alert"]
+    assert job["needs"] == "push-results"
+    assert "needs.push-results.outputs.pushed == 'true'" in job["if"]
+    assert job["permissions"] == {"contents": "read", "issues": "write"}
+    runs = [s["run"] for s in job["steps"] if "run" in s]
+    assert len(runs) == 1 and runs[0].startswith("python scripts/ci/alert.py ")
+    writers = [
+        (name, job_id)
+        for name, flow in flows.items()
+        for job_id, j in flow["jobs"].items()
+        if (j.get("permissions") or {}).get("issues") == "write"
+    ]
+    assert writers == [("main.yml", "alert")]
