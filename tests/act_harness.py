@@ -190,6 +190,7 @@ def run_act(
     job: str | None = None,
     timeout: float = 600,
     offline: bool = True,
+    extra: list[str] | None = None,
 ) -> ActRun:
     """Runs act on SCRATCH's workspace; with OFFLINE, inside a network namespace with no network
     when the machine allows one (tests skip without it; the evidence script notes it)."""
@@ -211,6 +212,7 @@ def run_act(
         command += ["--var", f"{name}={value}"]
     if job:
         command += ["-j", job]
+    command += extra or []  # e.g. --secret or --env for one test
     isolated = offline and netns_available()
     if isolated:
         command = ["unshare", "--map-root-user", "--net", *command]
