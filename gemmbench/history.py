@@ -16,7 +16,7 @@ import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from gemmbench import exitcodes, shard
+from gemmbench import cli, exitcodes, shard
 from gemmbench import results as results_check
 from gemmbench.git import GitError, detached_worktrees, git, git_show
 from gemmbench.machine import suspect_reasons
@@ -744,7 +744,7 @@ def check_bench_patterns(patterns: Sequence[str]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = results_check.OneLineErrorParser(
+    parser = cli.OneLineErrorParser(
         prog="python -m gemmbench history",
         description="Benchmark every commit of REVRANGE with its own code and store the results "
         "with asv; commits already stored are skipped, so an interrupted run resumes.",

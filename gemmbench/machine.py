@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from . import exitcodes
-from .results import OneLineErrorParser, bad_machine_name
+from .cli import OneLineErrorParser, bad_machine_name
 
 # Exit statuses (gemmbench/exitcodes.py, docs/exit-codes.md): no usable GPU or driver is an
 # infrastructure failure, never a regression; a name recorded with another GPU identity is 5.

@@ -15,7 +15,7 @@ import sys
 import time
 
 from . import exitcodes, measure
-from .results import OneLineErrorParser, cannot_write
+from .cli import OneLineErrorParser, cannot_write
 
 DEFAULT_SHAPES = [(4096, 4096, 4096)]
 

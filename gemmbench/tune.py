@@ -39,9 +39,9 @@ from gemm import VARIANTS, dispatch
 from gemm.dispatch_table import TABLES
 from gemm.variants import Config, Variant, config_name
 from gemmbench import exitcodes, measure
+from gemmbench.cli import OneLineErrorParser, cannot_write
 from gemmbench.git import GitError, git
 from gemmbench.report import parse_shape
-from gemmbench.results import OneLineErrorParser, cannot_write
 
 REPO = Path(__file__).resolve().parents[1]
 TABLE_PATH = Path(dispatch.__file__).with_name("dispatch_table.py")
