@@ -18,7 +18,7 @@ from fake_gpus import UUIDS as FAKE_UUIDS
 from fake_gpus import install_smi
 from gitrepo import git
 
-from gemmbench import history, results, shard
+from gemmbench import history, history_install, history_run, results, shard
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 MACHINE = "cpu-fixture"
@@ -214,7 +214,7 @@ def history_command(project, *extra: str) -> list[str]:
 
 
 def result_file(project, sha: str) -> Path | None:
-    found = history.stored_result_files(project["repo"] / ".asv" / "results", MACHINE, sha, True)
+    found = history_run.stored_result_files(project["repo"] / ".asv" / "results", MACHINE, sha, True)
     return found[0] if found else None
 
 
@@ -231,13 +231,13 @@ class TestCommitsIn:
     def test_range_and_single(self, project):
         """A..B lists the commits after A oldest first; one name is that commit."""
         shas = project["shas"]
-        assert history.commits_in(project["repo"], f"{shas[0]}..main") == shas[1:]
-        assert history.commits_in(project["repo"], shas[2]) == [shas[2]]
+        assert history_install.commits_in(project["repo"], f"{shas[0]}..main") == shas[1:]
+        assert history_install.commits_in(project["repo"], shas[2]) == [shas[2]]
 
     def test_unknown(self, project):
         """An unknown revision is a clear setup error."""
-        with pytest.raises(history.HistoryError, match="does not know"):
-            history.commits_in(project["repo"], "no-such-branch..main")
+        with pytest.raises(history_install.HistoryError, match="does not know"):
+            history_install.commits_in(project["repo"], "no-such-branch..main")
 
 
 class TestOfflineHistory:
@@ -417,9 +417,9 @@ class TestHistoryOnSeveralGpus:
             sharded_command(sharded, "--gpus", "all"), repo, env, "history: [2/2]", "GPUs at once"
         )
         assert code == history.EXIT_INTERRUPTED, output
-        first = history.stored_result_files(results_dir, SHARDED_MACHINE, shas[1], True)
+        first = history_run.stored_result_files(results_dir, SHARDED_MACHINE, shas[1], True)
         assert len(first) == 1 and not results.check_result_file(first[0], SHARDED_MACHINE)
-        assert not history.stored_result_files(results_dir, SHARDED_MACHINE, shas[2], True)
+        assert not history_run.stored_result_files(results_dir, SHARDED_MACHINE, shas[2], True)
         assert not list((results_dir / SHARDED_MACHINE).glob("*.partial"))
         first_bytes = first[0].read_bytes()
 
@@ -428,10 +428,10 @@ class TestHistoryOnSeveralGpus:
         assert "already stored, skipped" in done.stdout, done.stdout
         assert first[0].read_bytes() == first_bytes
 
-        homes = history.load_homes(results_dir, SHARDED_MACHINE)
+        homes = shard.load_homes(results_dir, SHARDED_MACHINE)
         assert set(homes.values()) == set(FAKE_UUIDS), "both GPUs have a share"
         for sha in shas[1:]:
-            (path,) = history.stored_result_files(results_dir, SHARDED_MACHINE, sha, True)
+            (path,) = history_run.stored_result_files(results_dir, SHARDED_MACHINE, sha, True)
             document = json.loads(path.read_text())
             assert shard.measured_series(document) == set(homes)
             columns = document["result_columns"]
@@ -441,7 +441,7 @@ class TestHistoryOnSeveralGpus:
                 assert device == FAKE_UUIDS.index(home) + 1, (sha[:8], combo, home)
         again = run_in(repo, env, sharded_command(sharded, "--gpus", "all"), timeout=120)
         assert again.returncode == 0 and again.stdout.count("already stored, skipped") == 2
-        assert history.load_homes(results_dir, SHARDED_MACHINE) == homes
+        assert shard.load_homes(results_dir, SHARDED_MACHINE) == homes
 
         check = run_in(
             repo,
