@@ -214,7 +214,9 @@ def history_command(project, *extra: str) -> list[str]:
 
 
 def result_file(project, sha: str) -> Path | None:
-    found = history_run.stored_result_files(project["repo"] / ".asv" / "results", MACHINE, sha, True)
+    found = history_run.stored_result_files(
+        project["repo"] / ".asv" / "results", MACHINE, sha, True
+    )
     return found[0] if found else None
 
 
