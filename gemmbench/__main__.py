@@ -18,7 +18,7 @@ COMMANDS = {
         "benchmark every commit in a range with asv and store the results",
     ),
     "check-results": ("gemmbench.results", "validate stored asv result files before publishing"),
-    "machine": ("gemmbench.machine", "record this GPU's fingerprint as the asv machine"),
+    "machine": ("gemmbench.machine_record", "record this GPU's fingerprint as the asv machine"),
     "report": ("gemmbench.report", "check and time every variant; print the speed-up table"),
     "calibrate": (
         "gemmbench.calibrate",

@@ -33,7 +33,7 @@ EXIT_FAILED, EXIT_SETUP, EXIT_MISMATCH, EXIT_NO_GPU, EXIT_INTERRUPTED = (
 
 
 def machine_record(machine: str) -> dict | None:
-    from gemmbench.machine import machine_file_path
+    from gemmbench.machine_record import machine_file_path
 
     path = machine_file_path()
     try:
@@ -52,6 +52,7 @@ def check_machine(machine: str, gpus: Sequence[str] | None = None) -> bool:
     Returns whether the machine is a GPU machine (so GPU state is worth reporting).
     """
     from gemmbench import machine as gpu
+    from gemmbench.machine_record import check_identity
 
     record = machine_record(machine)
     if record is None:
@@ -85,7 +86,7 @@ def check_machine(machine: str, gpus: Sequence[str] | None = None) -> bool:
         current = gpu.fingerprint()
     except gpu.NoGpuError as exc:
         raise NoGpu(str(exc)) from exc
-    differences = gpu.check_identity(machine, record, current)
+    differences = check_identity(machine, record, current)
     if differences:
         raise Mismatch(
             f"machine {machine!r} was recorded with another GPU: {'; '.join(differences)}"

@@ -300,7 +300,7 @@ def run_sharded(
     homes = home_gpus(series, opts.gpus, pinned=load_homes(results_dir, opts.machine))
     save_homes(results_dir, opts.machine, {**load_homes(results_dir, opts.machine), **homes})
     with tempfile.TemporaryDirectory(prefix="gemmbench-shards-") as scratch:
-        from gemmbench.machine import machine_file_path
+        from gemmbench.machine_record import machine_file_path
 
         runs, folders, shares, machine_files = [], [], [], []
         for index, uuid in enumerate(opts.gpus):

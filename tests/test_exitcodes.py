@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gemmbench import exitcodes, gate_decision, machine
+from gemmbench import exitcodes, gate_decision, machine_record
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -26,8 +26,8 @@ def test_commands_use_the_table():
     registered in `python -m gemmbench` has a row."""
     assert set(gate_decision.EXIT_CODES.values()) <= set(exitcodes.COMMANDS["gate"])
     assert gate_decision.EXIT_CODES[gate_decision.INCONCLUSIVE] == exitcodes.INCONCLUSIVE
-    assert machine.EXIT_IDENTITY_MISMATCH == exitcodes.IDENTITY_MISMATCH == 5
-    assert machine.EXIT_NO_GPU == exitcodes.INFRASTRUCTURE
+    assert machine_record.EXIT_IDENTITY_MISMATCH == exitcodes.IDENTITY_MISMATCH == 5
+    assert machine_record.EXIT_NO_GPU == exitcodes.INFRASTRUCTURE
     from gemmbench.__main__ import COMMANDS
 
     assert set(COMMANDS) <= set(exitcodes.COMMANDS)

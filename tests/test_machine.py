@@ -1,4 +1,4 @@
-"""Tests for gemmbench.machine: nvidia-smi parsing, GPU identity checks and the no-GPU exit."""
+"""Tests for gemmbench.machine and machine_record: nvidia-smi parsing, GPU identity checks and the no-GPU exit."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import os
 import pytest
 from fake_gpus import install_smi
 
-from gemmbench import machine
+from gemmbench import machine, machine_record
 
 # Captured from an H200 (driver 580) with the state query; the second line is a busy, hot GPU.
 STATE_TEXT = """\
@@ -156,28 +156,28 @@ class TestIdentity:
 
     def test_same_gpu(self):
         """The same fingerprint recorded before is accepted."""
-        assert machine.check_identity("h200", {**FP, "machine": "h200"}, FP) == []
+        assert machine_record.check_identity("h200", {**FP, "machine": "h200"}, FP) == []
 
     def test_other_gpu_refused(self):
         """An H100 under a name recorded for an H200 is reported field by field."""
         h100 = {**FP, "gpu_model": "NVIDIA H100 80GB HBM3", "gpu_memory_mib": "81559"}
-        assert machine.check_identity("h200", FP, h100) == [
+        assert machine_record.check_identity("h200", FP, h100) == [
             "gpu_model: NVIDIA H200 -> NVIDIA H100 80GB HBM3",
             "gpu_memory_mib: 143771 -> 81559",
         ]
 
     def test_cpu_record_has_nothing_to_contradict(self):
         """A machine recorded by plain `asv machine` carries no GPU fields to compare."""
-        assert machine.check_identity("ci", {"machine": "ci", "cpu": "x"}, FP) == []
+        assert machine_record.check_identity("ci", {"machine": "ci", "cpu": "x"}, FP) == []
 
     def test_default_name(self):
         """The default machine name is a slug of the GPU model."""
-        assert machine.default_name(FP) == "nvidia-h200"
+        assert machine_record.default_name(FP) == "nvidia-h200"
 
 
 def record_machine(name: str, machine_file, results_dir) -> int:
     """`gemmbench machine --name NAME` with its record file and results folder given."""
-    return machine.main(
+    return machine_record.main(
         ["--name", name, "--machine-file", str(machine_file), "--results-dir", str(results_dir)]
     )
 
@@ -193,7 +193,7 @@ class TestMain:
 
         monkeypatch.setattr(machine, "fingerprint", no_gpu)
         machine_file = tmp_path / "asv-machine.json"
-        assert machine.main(["--name", "h200", "--machine-file", str(machine_file)]) == 4
+        assert machine_record.main(["--name", "h200", "--machine-file", str(machine_file)]) == 4
         err = capsys.readouterr().err.strip()
         assert err.startswith("gemmbench machine: no usable NVIDIA GPU")
         assert len(err.splitlines()) == 1
@@ -214,7 +214,7 @@ class TestMain:
         monkeypatch.setattr(machine, "fingerprint", lambda: h100)
         monkeypatch.setattr(machine, "gpu_state", lambda: machine.state_from_row({}, 0))
         machine_file = tmp_path / "asv-machine.json"
-        machine.save_record("h200", {**FP, "machine": "h200"}, machine_file)
+        machine_record.save_record("h200", {**FP, "machine": "h200"}, machine_file)
         assert record_machine("h200", machine_file, tmp_path) == 5
         assert "gpu_model: NVIDIA H200 -> NVIDIA H100" in capsys.readouterr().err
         assert json.loads(machine_file.read_text())["h200"]["gpu_model"] == "NVIDIA H200"
@@ -299,7 +299,7 @@ class TestMachineGpus:
     """Tests for `machine --gpus`: UUIDs recorded, a changed device refused."""
 
     def run(self, tmp_path, *extra):
-        return machine.main(
+        return machine_record.main(
             [
                 "--name",
                 "h200x2",
@@ -324,14 +324,14 @@ class TestMachineGpus:
         record = json.loads((tmp_path / "m.json").read_text())["h200x2"]
         assert record["gpu_uuids"] == f"{a},{b}"
         capsys.readouterr()
-        assert self.run(tmp_path, "--gpus", "1") == machine.EXIT_IDENTITY_MISMATCH
+        assert self.run(tmp_path, "--gpus", "1") == machine_record.EXIT_IDENTITY_MISMATCH
         err = capsys.readouterr().err.strip()
         assert len(err.splitlines()) == 1 and f"GPU 0: {a} -> {b}" in err
         assert json.loads((tmp_path / "m.json").read_text())["h200x2"]["gpu_uuids"] == f"{a},{b}"
 
     def test_old_record_without_uuids_still_accepted(self, tmp_path, two_gpu_host, fake_gpu):
         """A single-GPU record from before UUIDs has nothing to contradict."""
-        machine.save_record("h200x2", {**FP, "machine": "h200x2"}, tmp_path / "m.json")
+        machine_record.save_record("h200x2", {**FP, "machine": "h200x2"}, tmp_path / "m.json")
         assert self.run(tmp_path) == 0
 
     def test_bad_gpus_is_usage(self, tmp_path, two_gpu_host, fake_gpu, capsys):
@@ -348,5 +348,5 @@ class TestMachineGpus:
         (tmp_path / "m.json").unlink()
         assert self.run(tmp_path, "--gpus", "all") == 0
         capsys.readouterr()
-        assert self.run(tmp_path) == machine.EXIT_IDENTITY_MISMATCH
+        assert self.run(tmp_path) == machine_record.EXIT_IDENTITY_MISMATCH
         assert "is recorded but not used" in capsys.readouterr().err
