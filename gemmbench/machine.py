@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
 import re
 import shutil
 import subprocess
+import sys
 from collections.abc import Mapping, Sequence
 
 # Fields of the fingerprint that decide whether two results are comparable. They are stored as
@@ -180,6 +182,39 @@ def suspect_reasons(state: Mapping, expected_processes: int = 0) -> list[str]:
     return problems
 
 
+# --- whether CUDA can run at all -----------------------------------------------------------
+
+
+def nvidia_driver_found() -> bool:
+    """Whether the NVIDIA driver's CUDA library loads, as every CUDA program loads it first."""
+    try:
+        ctypes.CDLL("nvcuda.dll" if sys.platform == "win32" else "libcuda.so.1")
+    except OSError:
+        return False
+    return True
+
+
+def cuda_unusable(exc: BaseException) -> str:
+    """What a CUDA error on first contact means, in true words. The CUDA runtime reports a driver
+    that is not there at all as "CUDA driver version is insufficient", so that case is named."""
+    if not nvidia_driver_found():
+        return "no NVIDIA driver found (libcuda.so.1 cannot be loaded); install the NVIDIA driver"
+    return f"CUDA reports no usable device ({type(exc).__name__}: {exc})"
+
+
+def no_gpu_reason() -> str | None:
+    """Why CuPy can use no GPU here (None when it can), found without compiling anything."""
+    try:
+        import cupy
+
+        count = cupy.cuda.runtime.getDeviceCount()
+    except ImportError:
+        return "CuPy is not installed (pip install '.[cuda13]' or '.[cuda12]')"
+    except Exception as exc:  # CUDARuntimeError: no driver, or a driver too old for this CuPy
+        return cuda_unusable(exc)
+    return None if count > 0 else "CUDA reports no device"
+
+
 # --- querying the device ---------------------------------------------------------------------
 
 
@@ -319,7 +354,7 @@ def fingerprint() -> dict[str, str]:
     except ImportError as exc:
         raise NoGpuError("CuPy is not installed, so no GPU can be used") from exc
     except Exception as exc:  # CUDARuntimeError: no driver, no device, or a broken driver
-        raise NoGpuError(f"CUDA reports no usable device ({exc})") from exc
+        raise NoGpuError(cuda_unusable(exc)) from exc
     if count == 0:
         raise NoGpuError("CUDA reports no device")
     name = props["name"]

@@ -35,7 +35,7 @@ from pathlib import Path
 
 from gemm import VARIANTS, dispatch
 from gemm.variants import Config, Variant, config_name
-from gemmbench import exitcodes, measure, tune_table
+from gemmbench import exitcodes, machine, measure, tune_table
 from gemmbench.cli import OneLineErrorParser, cannot_write
 from gemmbench.report import parse_shape
 
@@ -276,13 +276,8 @@ def main(argv: list[str] | None = None) -> int:
         if path and (why := cannot_write(path, option)):
             print(f"gemmbench tune: {why}", file=sys.stderr)
             return exitcodes.USAGE
-    from gemm import NoDeviceError
-    from gemm._api import _require_device
-
-    try:
-        _require_device()
-    except NoDeviceError as exc:
-        print(f"gemmbench tune: no usable NVIDIA GPU: {exc}", file=sys.stderr)
+    if why := machine.no_gpu_reason():
+        print(f"gemmbench tune: no usable NVIDIA GPU: {why}", file=sys.stderr)
         return exitcodes.INFRASTRUCTURE
     gpu = dispatch.current_gpu()
     try:

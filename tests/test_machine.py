@@ -350,3 +350,75 @@ class TestMachineGpus:
         capsys.readouterr()
         assert self.run(tmp_path) == machine_record.EXIT_IDENTITY_MISMATCH
         assert "is recorded but not used" in capsys.readouterr().err
+
+
+class TestNoDriver:
+    """Without any NVIDIA driver, every command says so; CUDA's own words would call the
+    missing driver "insufficient" (too old)."""
+
+    @pytest.fixture
+    def cuda_refuses(self, monkeypatch):
+        """CuPy as it behaves without libcuda.so.1: the runtime answers cudaErrorInsufficientDriver."""
+        cupy = pytest.importorskip("cupy")
+        from cupy_backends.cuda.api.runtime import CUDARuntimeError
+
+        def insufficient():
+            raise CUDARuntimeError(35)  # cudaErrorInsufficientDriver
+
+        monkeypatch.setattr(cupy.cuda.runtime, "getDeviceCount", insufficient)
+
+    @pytest.fixture
+    def no_driver(self, monkeypatch, cuda_refuses):
+        monkeypatch.setattr(machine, "nvidia_driver_found", lambda: False)
+        monkeypatch.setattr("ctypes.util.find_library", lambda name: None)
+
+    @staticmethod
+    def assert_true_words(text: str):
+        assert "no NVIDIA driver found" in text and "insufficient" not in text, text
+
+    def test_machine_report_and_tune_say_no_driver(self, no_driver, tmp_path, capsys):
+        """machine's fingerprint, report and tune name the missing driver, in one line each."""
+        from gemmbench import report, tune
+
+        self.assert_true_words(machine.no_gpu_reason())
+        with pytest.raises(machine.NoGpuError) as raised:
+            machine.fingerprint()
+        self.assert_true_words(str(raised.value))
+        capsys.readouterr()
+        assert machine_record.main(["--machine-file", str(tmp_path / "m.json")]) == 4
+        assert report.main([]) == 4
+        table, doc = tmp_path / "t.py", tmp_path / "t.md"
+        assert tune.main(["64", "--table", str(table), "--doc", str(doc)]) == 4
+        lines = capsys.readouterr().err.strip().splitlines()
+        assert len(lines) == 3
+        for line in lines:
+            self.assert_true_words(line)
+
+    def test_gemm_says_no_driver(self, no_driver):
+        """gemm's own device check, which matmul runs first, says the same."""
+        import numpy
+
+        import gemm
+
+        with pytest.raises(gemm.NoDeviceError) as raised:
+            gemm.matmul(numpy.ones((2, 2), numpy.float32), numpy.ones((2, 2), numpy.float32))
+        self.assert_true_words(str(raised.value))
+
+    def test_a_present_driver_keeps_cudas_words(self, monkeypatch, cuda_refuses):
+        """With the driver there, an old one is what CUDA says it is."""
+        monkeypatch.setattr(machine, "nvidia_driver_found", lambda: True)
+        reason = machine.no_gpu_reason()
+        assert "insufficient" in reason and "no NVIDIA driver found" not in reason
+
+    def test_this_machine(self):
+        """End to end on this machine: without a loadable driver, report names it."""
+        if machine.nvidia_driver_found():
+            pytest.skip("an NVIDIA driver is installed here")
+        import subprocess
+        import sys
+
+        done = subprocess.run(
+            [sys.executable, "-m", "gemmbench", "report"], capture_output=True, text=True
+        )
+        assert done.returncode == 4
+        self.assert_true_words(done.stderr)

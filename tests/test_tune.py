@@ -15,7 +15,7 @@ import pytest
 
 from gemm import VARIANTS, dispatch
 from gemm.variants import config_name
-from gemmbench import measure, tune, tune_table
+from gemmbench import machine, measure, tune, tune_table
 
 COARSENED = VARIANTS["coarsened"]
 
@@ -209,8 +209,6 @@ class TestCommandLine:
 
     def test_interrupt_leaves_table_and_doc(self, tmp_path, monkeypatch, capsys):
         """Ctrl-C while measuring exits 130 with one line, and writes neither the table nor the doc."""
-        import gemm._api
-
         table, doc = tmp_path / "t.py", tmp_path / "t.md"
         table.write_text("old table\n")
         doc.write_text("old doc\n")
@@ -218,7 +216,7 @@ class TestCommandLine:
         def interrupted(shapes, args):
             raise KeyboardInterrupt
 
-        monkeypatch.setattr(gemm._api, "_require_device", lambda: None)
+        monkeypatch.setattr(machine, "no_gpu_reason", lambda: None)
         monkeypatch.setattr(tune, "run", interrupted)
         monkeypatch.setattr(tune.dispatch, "current_gpu", lambda: None)
         code = tune.main(["64", "--table", str(table), "--doc", str(doc)])
@@ -500,9 +498,7 @@ class TestMainThroughMeasure:
 
     @pytest.fixture
     def paths(self, tmp_path, monkeypatch, double):
-        import gemm._api
-
-        monkeypatch.setattr(gemm._api, "_require_device", lambda: None)
+        monkeypatch.setattr(machine, "no_gpu_reason", lambda: None)
         monkeypatch.setattr(
             tune_table,
             "TABLES",
