@@ -97,9 +97,17 @@ def check_machine(machine: str, gpus: Sequence[str] | None = None) -> bool:
 # --- each commit, installed and measured ---------------------------------------------------
 
 
-def offline_history(opts, repo: Path, results_dir: Path, commits: list[str], gpu: bool) -> int:
-    with asv_run.asv_runner_on_pythonpath(dict(os.environ)) as env:
+def offline_history(
+    opts, repo: Path, results_dir: Path, env_dir: Path, commits: list[str], gpu: bool
+) -> int:
+    """Each commit installed into one throwaway environment beside --python (never into it)."""
+    where = env_dir / f"gemmbench-history-{opts.machine}"
+    with (
+        setup.throwaway_environment(opts.python, where) as python,
+        asv_run.asv_runner_on_pythonpath(dict(os.environ)) as env,
+    ):
         env["GEMMBENCH_RUN_LOG_DIR"] = str(results_dir / opts.machine)
+        opts.python = python
         return measure_each(opts, repo, results_dir, commits, gpu, env)
 
 
@@ -158,12 +166,14 @@ def measure_each(
         conditions, warnings = asv_run.summarize_conditions(log_path, started)
         for warning in warnings:
             log(f"{label}: WARNING {warning}")
-        stored = bool(asv_run.stored_result_files(results_dir, opts.machine, sha, True))
-        if status != 0 or not stored:
+        files = asv_run.stored_result_files(results_dir, opts.machine, sha, True)
+        if status != 0 or not files:
             failed.append(sha)
+            # "stored" only for what this run wrote: an older file of the commit is not news.
+            wrote = any(saved.get(path) != path.read_bytes() for path in files)
             log(
                 f"{label}: asv exited {status}; "
-                f"{'results stored with failures' if stored else 'nothing stored'}"
+                f"{'results stored with failures' if wrote else 'nothing stored'}"
             )
         else:
             log(f"{label}: stored in {time.time() - started:.0f} s; {conditions}")
@@ -197,7 +207,8 @@ def main(argv: list[str] | None = None) -> int:
     where.add_argument(
         "--python",
         default=sys.executable,
-        help="offline: interpreter to install each commit into and run with (default: this one)",
+        help="offline: interpreter whose packages the benchmarks use (default: this one); each "
+        "commit is installed into a throwaway environment that sees them, never into it",
     )
     where.add_argument(
         "--network",
@@ -225,14 +236,22 @@ def main(argv: list[str] | None = None) -> int:
         "at once, each series on its home GPU (default: one GPU, as before)",
     )
     opts = parser.parse_args(argv)
+    if why := cli.bad_machine_name(opts.machine):
+        parser.error(why)  # the rule `machine --name` applies, so its suggested command works
 
     try:
         opts.config = opts.config.resolve()
         conf = setup.load_config(opts.config)
         repo = (opts.config.parent / conf.repo).resolve()
         results_dir = (opts.config.parent / conf.results_dir).resolve()
+        env_dir = (opts.config.parent / conf.env_dir).resolve()
         setup.check_repository(repo, opts.config)
         check_bench_patterns(opts.bench)
+        if why := asv_run.asv_refusal(opts.asv_arg):
+            raise HistoryError(
+                f"asv refused its arguments from --asv-arg {' '.join(opts.asv_arg)} ({why}); "
+                "pass only options that `asv run` takes"
+            )
         if not opts.network:
             opts.python = setup.resolve_python(opts.python)
         commits = setup.commits_in(repo, opts.revrange)
@@ -264,7 +283,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         if opts.network:
             return asv_run.network_history(opts, repo, results_dir, commits)
-        return offline_history(opts, repo, results_dir, commits, gpu)
+        return offline_history(opts, repo, results_dir, env_dir, commits, gpu)
     except NoGpu as exc:
         print(f"history: no usable NVIDIA GPU: {exc}", file=sys.stderr)
         return EXIT_NO_GPU

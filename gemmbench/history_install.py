@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import json
 import os
 import shutil
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from gemmbench.git import GitError, git, git_show
@@ -108,6 +111,55 @@ def resolve_python(python: str) -> str:
             f"--python {python} does not run Python code; give the path of a Python interpreter"
         )
     return found
+
+
+@contextlib.contextmanager
+def throwaway_environment(python: str, where: Path) -> Iterator[str]:
+    """The interpreter of a new virtual environment at ``where`` that imports what ``python``
+    imports, behind its own site-packages, where each commit is installed. Installing into
+    ``python`` itself would replace what its environment holds (the README's editable install of
+    the project, say) with a copy of the commit. The path is the same on every run, as asv names
+    an ``existing:`` interpreter's results after its path; the folder is removed afterwards."""
+    probe = subprocess.run(
+        [python, "-c", "import json, sys; print(json.dumps(sys.path))"],
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        cwd=tempfile.gettempdir(),
+    )
+    if probe.returncode != 0:
+        last = (probe.stderr.strip() or "no output").splitlines()[-1]
+        raise HistoryError(f"--python {python} cannot list its import path ({last})")
+    # Folders only: a .pth file's lines are plain folders here, so the caller's .pth files (an
+    # editable install's finder among them) are not run again; its folders still follow ours.
+    folders = [p for p in json.loads(probe.stdout) if p and Path(p).is_dir()]
+    shutil.rmtree(where, ignore_errors=True)
+    made = subprocess.run(
+        [python, "-m", "venv", "--without-pip", str(where)],
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        cwd=tempfile.gettempdir(),
+    )
+    if made.returncode != 0:
+        last = (made.stderr.strip() or made.stdout.strip() or "no output").splitlines()[-1]
+        raise HistoryError(
+            f"{python} -m venv cannot make the throwaway environment {where} ({last}); give a "
+            "--python whose standard library has venv"
+        )
+    env_python = where / "bin" / "python"
+    try:
+        site = subprocess.run(
+            [env_python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            env=clean_env(),
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        Path(site, "gemmbench-history-caller.pth").write_text("\n".join(folders) + "\n")
+        yield str(env_python)
+    finally:
+        shutil.rmtree(where, ignore_errors=True)
 
 
 def install(python: str, source: Path) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import io
 import json
 import os
 import re
@@ -153,6 +154,24 @@ def asv_runner_on_pythonpath(env: dict[str, str]) -> Iterator[dict[str, str]]:
         # Set, ASV_PYTHONPATH would make benchmark.py keep PYTHONPATH's folders on sys.path.
         runner_env.pop("ASV_PYTHONPATH", None)
         yield runner_env
+
+
+def asv_refusal(extra: Sequence[str]) -> str | None:
+    """Why `asv run` would refuse the extra arguments (None if it takes them), asked of asv's own
+    parser before anything is installed or measured: refused later, they would look like a
+    commit whose benchmarks failed."""
+    from asv.commands import make_argparser
+
+    parser, _ = make_argparser()
+    said = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(said):
+            parser.parse_args(["run", *extra])
+    except SystemExit as exc:
+        if exc.code:
+            lines = said.getvalue().strip().splitlines() or [f"exit {exc.code}"]
+            return lines[-1].removeprefix("asv: error: ")
+    return None
 
 
 def run_asv(args: Sequence[str], env: dict[str, str], cwd: Path) -> int:

@@ -242,6 +242,16 @@ class TestCommitsIn:
             history_install.commits_in(project["repo"], "no-such-branch..main")
 
 
+class TestAsvRefusal:
+    """Tests for `asv_refusal`: --asv-arg checked by asv's own parser before any work."""
+
+    def test_refused_and_taken(self):
+        """An option asv does not have is named; options it has pass."""
+        assert "unrecognized arguments: --bogus" in history_run.asv_refusal(["--bogus"])
+        assert history_run.asv_refusal(["-a", "rounds=1", "--quick"]) is None
+        assert history_run.asv_refusal([]) is None
+
+
 class TestOfflineHistory:
     """The offline path end to end: interrupt, resume, per-commit code, publish."""
 
@@ -461,3 +471,63 @@ class TestHistoryOnSeveralGpus:
         )
         graphs = list((repo / ".asv" / "html" / "graphs").rglob("bench_tiny.track_device.json"))
         assert graphs and all(len(json.loads(g.read_text())) == 2 for g in graphs)
+
+
+# --- the caller's environment ---------------------------------------------------------------
+
+
+def tree_digest(folder: Path) -> dict[str, bytes]:
+    """Every file under ``folder`` (bytecode caches aside) and its bytes."""
+    return {
+        str(path.relative_to(folder)): path.read_bytes()
+        for path in sorted(folder.rglob("*"))
+        if path.is_file() and "__pycache__" not in path.parts
+    }
+
+
+class TestCallerEnvironment:
+    """History installs each commit into a throwaway environment, never into --python's."""
+
+    def test_editable_install_left_as_it_was(self, tmp_path_factory):
+        """The README's setup: --python's environment holds an editable install of the project.
+        After a history of a commit that changes the package, that environment is byte for byte
+        what it was, it still imports the working tree, and the stored value is the commit's."""
+        root = tmp_path_factory.mktemp("caller")
+        repo, shas, venv = make_project(root, BENCHMARKS, "base", [(1, 0.001), (3, 0.001)])
+        python = str(venv / "bin" / "python")
+        clean = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+        subprocess.run(
+            [python, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "-e", "."],
+            cwd=repo,
+            env=clean,
+            check=True,
+            capture_output=True,
+        )
+        where = "import tinypkg; print(tinypkg.__file__, tinypkg.MARKER)"
+        editable = run_in(root, clean, [python, "-c", where], timeout=60).stdout.split()
+        assert editable == [str(repo / "tinypkg" / "__init__.py"), "3"]
+        before = tree_digest(venv)
+        assert any(
+            name.startswith("__editable__") for name in map(Path, before) for name in [name.name]
+        )
+
+        home = root / "home"
+        home.mkdir()
+        env = dict(os.environ, HOME=str(home), PYTHONPATH=str(REPO_ROOT))
+        subprocess.run(
+            [sys.executable, "-m", "asv", "machine", "--machine", MACHINE, "--yes"],
+            cwd=repo,
+            env=env,
+            check=True,
+            capture_output=True,
+        )
+        command = history_command({"shas": shas, "python": python})
+        command[4] = f"{shas[0]}..{shas[1]}"  # commit 1 only; the working tree is commit 3
+        done = run_in(repo, env, command, timeout=300)
+        assert done.returncode == 0, done.stdout + done.stderr
+
+        stored = history_run.stored_result_files(repo / ".asv" / "results", MACHINE, shas[1], True)
+        assert [marker_of(path) for path in stored] == [1]  # commit 1's code, not the tree's 3
+        assert tree_digest(venv) == before
+        assert run_in(root, clean, [python, "-c", where], timeout=60).stdout.split() == editable
+        assert not (repo / ".asv" / "env" / f"gemmbench-history-{MACHINE}").exists()
