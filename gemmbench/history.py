@@ -9,9 +9,10 @@ import re
 import sys
 import time
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 
-from gemmbench import cli, exitcodes, shard
+from gemmbench import asv_process, cli, exitcodes, shard
 from gemmbench import history_install as setup
 from gemmbench import history_run as asv_run
 from gemmbench.git import detached_worktrees, git
@@ -157,9 +158,11 @@ def measure_each(
         env["GEMMBENCH_COMMIT"] = sha
         try:
             if opts.gpus is not None:
-                status = shard.run_sharded(opts, repo, results_dir, sha, env, label, log_path)
+                status = shard.run_sharded(
+                    opts, repo, results_dir, sha, env, label, partial(asv_run.append_log, log_path)
+                )
             else:
-                status = asv_run.run_asv(asv_args, env, repo)
+                status = asv_process.run_asv(asv_args, env, repo)
         finally:
             for note in asv_run.restore_if_corrupt(results_dir, opts.machine, sha, saved):
                 log(f"{label}: {note}")

@@ -1,4 +1,4 @@
-"""The asv run of one commit: what is already stored, asv started and stopped, and what it left."""
+"""The asv run of each commit: what is already stored, its run log, and what an interrupted run left."""
 
 from __future__ import annotations
 
@@ -8,15 +8,13 @@ import io
 import json
 import os
 import re
-import signal
-import subprocess
-import sys
 import tempfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from gemmbench import exitcodes
 from gemmbench import results as results_check
+from gemmbench.asv_process import run_asv
 from gemmbench.history_install import HistoryError, log
 from gemmbench.machine import suspect_reasons
 
@@ -174,32 +172,6 @@ def asv_refusal(extra: Sequence[str]) -> str | None:
     return None
 
 
-def run_asv(args: Sequence[str], env: dict[str, str], cwd: Path) -> int:
-    """Run asv in its own process group so an interrupt stops it too, and wait for it."""
-    process = subprocess.Popen(
-        [sys.executable, "-m", "asv", *args], env=env, cwd=cwd, start_new_session=True
-    )
-    return wait_or_stop([process])[0]
-
-
-def wait_or_stop(processes: Sequence[subprocess.Popen]) -> list[int]:
-    """Each process's exit code; on an interrupt, SIGINT to every process group (asv then stops
-    its benchmarks and keeps what it stored), SIGKILL to any still running 30 s later."""
-    try:
-        return [process.wait() for process in processes]
-    except BaseException:
-        for process in processes:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGINT)
-        for process in processes:
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
-        raise
-
-
 def backup(paths: Sequence[Path]) -> dict[Path, bytes]:
     return {path: path.read_bytes() for path in paths}
 
@@ -221,12 +193,6 @@ def restore_if_corrupt(
             path.replace(corrupt)
             notes.append(f"{path.name} was left corrupt ({problems[0]}); moved to {corrupt.name}")
     return notes
-
-
-def write_atomically(path: Path, document: dict) -> None:
-    partial = path.with_name(path.name + ".partial")
-    partial.write_text(json.dumps(document, indent=None, sort_keys=True), encoding="utf-8")
-    partial.replace(path)  # a reader sees the old file or the whole new one, never half
 
 
 def network_history(opts, repo: Path, results_dir: Path, commits: list[str]) -> int:

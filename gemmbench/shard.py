@@ -7,15 +7,13 @@ import json
 import math
 import re
 import shutil
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
+from gemmbench.asv_process import run_asv, run_asv_together
 from gemmbench.history_install import log
-from gemmbench.history_run import append_log, run_asv, wait_or_stop, write_atomically
 
 # The rule (docs/benchmarks.md, "Several GPUs"): a series is one line of the dashboard, i.e. one
 # benchmark with one combination of its parameters, named as asv's --bench matches it:
@@ -243,44 +241,25 @@ def shard_config(config: Path, folder: Path) -> Path:
     return path
 
 
-# asv 0.6.6 rewrites ~/.asv-machine.json at the start of every `asv run` (Machine.load saves
-# what it read), without an atomic rename; a second asv reading it meanwhile finds it empty and
-# stops ("Error parsing JSON"). So each asv of a commit reads and rewrites its own copy: this
-# launcher points asv's MachineCollection at that copy and runs asv as `python -m asv` does.
-# Only asv's own process reads the file; the benchmark processes it starts are unchanged.
-_ASV_WITH_MACHINE_FILE = """\
-import sys
-from asv.machine import MachineCollection
-path = sys.argv.pop(1)
-MachineCollection.get_machine_file_path = staticmethod(lambda: path)
-from asv.main import main
-main()
-"""
-
-
-def run_asv_together(
-    runs: Sequence[tuple[list[str], dict[str, str]]], cwd: Path, machine_files: Sequence[Path]
-) -> list[int]:
-    """Run several asv commands at once, each in its own process group and with its own copy of
-    the asv machine file (see above); an interrupt stops them all."""
-    processes = [
-        subprocess.Popen(
-            [sys.executable, "-c", _ASV_WITH_MACHINE_FILE, str(machine_file), *args],
-            env=env,
-            cwd=cwd,
-            start_new_session=True,
-        )
-        for (args, env), machine_file in zip(runs, machine_files, strict=True)
-    ]
-    return wait_or_stop(processes)
+def write_atomically(path: Path, document: dict) -> None:
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(json.dumps(document, indent=None, sort_keys=True), encoding="utf-8")
+    partial.replace(path)  # a reader sees the old file or the whole new one, never half
 
 
 def run_sharded(
-    opts, repo: Path, results_dir: Path, sha: str, env: dict[str, str], label: str, log_path: Path
+    opts,
+    repo: Path,
+    results_dir: Path,
+    sha: str,
+    env: dict[str, str],
+    label: str,
+    note: Callable[[dict], None],
 ) -> int:
     """Measure ``sha`` with one asv run per GPU at once, each on its series' home GPU only, and
-    merge their results into the one file asv itself would have written. Returns asv's worst
-    exit status (0 when every run passed)."""
+    merge their results into the one file asv itself would have written; ``note`` receives each
+    GPU's share, for the commit's run log. Returns asv's worst exit status (0 when every run
+    passed)."""
     common = ["-E", f"existing:{opts.python}", "--set-commit-hash", sha, "--machine", opts.machine]
     if opts.series is None:
         # Discovery only (asv's own "just-discover"), once per history: offline, every commit is
@@ -311,8 +290,7 @@ def run_sharded(
             folder.mkdir()
             folders.append(folder)
             shares.append(f"{len(share)} on GPU {index}")
-            append_log(
-                log_path,
+            note(
                 {
                     "kind": "shard",
                     "commit": sha,
@@ -320,7 +298,7 @@ def run_sharded(
                     "gpu_index": index,
                     "series": share,
                     "time": time.time(),
-                },
+                }
             )
             args = [
                 "run",
