@@ -9,7 +9,7 @@ import json
 import os
 import re
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 from gemmbench import exitcodes
@@ -82,6 +82,20 @@ def append_log(path: Path, entry: dict) -> None:
         handle.write(json.dumps(entry, sort_keys=True) + "\n")
 
 
+# The problem kinds history tells apart, as data. machine.suspect_reasons, the one definition of
+# a suspect GPU state (the power cap alone is not one), words each problem as a sentence that
+# begins with its kind; state_problems is the one place that reads the kind off the sentence.
+THROTTLED, BUSY = "GPU throttled", "GPU busy"
+
+
+def state_problems(state: Mapping) -> list[tuple[str, str]]:
+    """(kind, sentence) for each problem machine.suspect_reasons finds in one GPU state."""
+    return [
+        (next((k for k in (THROTTLED, BUSY) if text.startswith(k)), text), text)
+        for text in suspect_reasons(state)
+    ]
+
+
 def summarize_conditions(path: Path, since: float) -> tuple[str, list[str]]:
     """One line about the GPU during a commit's run, and the warnings it calls for."""
     states, gemm_files = [], set()
@@ -97,19 +111,16 @@ def summarize_conditions(path: Path, since: float) -> tuple[str, list[str]]:
         return "no GPU state recorded", []
     clocks = [s["sm_clock_mhz"] for s in states if s.get("sm_clock_mhz") is not None]
     temps = [s["temperature_c"] for s in states if s.get("temperature_c") is not None]
-    # machine.suspect_reasons is the one definition (the power cap alone is not suspect).
-    suspect = [(s, suspect_reasons(s)) for s in states]
-    throttled = [
-        reasons for _, reasons in suspect if any(r.startswith("GPU throttled") for r in reasons)
-    ]
-    busy = [reasons for _, reasons in suspect if any(r.startswith("GPU busy") for r in reasons)]
+    problems = [state_problems(s) for s in states]
+    throttled = [found for found in problems if any(k == THROTTLED for k, _ in found)]
+    busy = [found for found in problems if any(k == BUSY for k, _ in found)]
     line = (
         f"{len(states)} benchmark processes: SM {min(clocks, default='?')}-"
         f"{max(clocks, default='?')} MHz, up to {max(temps, default='?')} °C"
     )
     warnings = []
     if throttled:
-        reasons = sorted({r for rs in throttled for r in rs if r.startswith("GPU throttled")})
+        reasons = sorted({text for found in throttled for k, text in found if k == THROTTLED})
         warnings.append(
             f"GPU THROTTLED in {len(throttled)} of {len(states)} processes "
             f"({'; '.join(reasons)}): these results are suspect"

@@ -252,6 +252,34 @@ class TestAsvRefusal:
         assert history_run.asv_refusal([]) is None
 
 
+class TestSummarizeConditions:
+    """Tests for `summarize_conditions`: the GPU states a commit's benchmark processes logged."""
+
+    def test_throttled_and_busy_are_told_apart(self, tmp_path):
+        """A thermal slowdown warns THROTTLED naming it, other processes warn BUSY, the power cap
+        alone warns nothing, and states from before the run are not counted."""
+        calm = {"sm_clock_mhz": 1980, "temperature_c": 40, "clock_event_reasons": ["sw_power_cap"]}
+        hot = {**calm, "temperature_c": 88, "throttle_reasons": ["hw_thermal_slowdown"]}
+        crowded = {**calm, "other_processes": 2}
+        log = tmp_path / "run-log.jsonl"
+        for when, state in ((1, hot), (10, calm), (11, hot), (12, crowded), (13, crowded)):
+            history_run.append_log(log, {"time": when, "gemm_file": "/g", "gpu_state": state})
+        line, warnings = history_run.summarize_conditions(log, since=5)
+        assert line.startswith("4 benchmark processes: SM 1980-1980 MHz, up to 88 °C")
+        assert len(warnings) == 2
+        assert warnings[0].startswith("GPU THROTTLED in 1 of 4 processes (GPU throttled (")
+        assert "hw_thermal_slowdown" in warnings[0]
+        assert warnings[1].startswith("GPU BUSY: other compute processes ran during 2 of 4")
+        assert history_run.summarize_conditions(log, since=10)[1] == warnings
+        assert history_run.summarize_conditions(log, since=20) == ("no GPU state recorded", [])
+
+    def test_kinds_are_data(self):
+        """Each problem of a state comes with its kind."""
+        state = {"throttle_reasons": ["sw_thermal_slowdown"], "other_processes": 1}
+        kinds = [kind for kind, _ in history_run.state_problems(state)]
+        assert kinds == [history_run.THROTTLED, history_run.BUSY]
+
+
 class TestOfflineHistory:
     """The offline path end to end: interrupt, resume, per-commit code, publish."""
 
