@@ -1,4 +1,4 @@
-"""What every command's command line shares: its argument parser and its checks of names and paths."""
+"""What every command line shares: its parser, checks of names and paths, and the last-resort handler."""
 
 from __future__ import annotations
 

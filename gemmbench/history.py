@@ -53,7 +53,7 @@ def check_machine(machine: str, gpus: Sequence[str] | None = None) -> bool:
     Returns whether the machine is a GPU machine (so GPU state is worth reporting).
     """
     from gemmbench import machine as gpu
-    from gemmbench.machine_record import check_identity
+    from gemmbench.machine_record import IDENTITY_FIELDS, check_identity, fingerprint
 
     record = machine_record(machine)
     if record is None:
@@ -81,10 +81,10 @@ def check_machine(machine: str, gpus: Sequence[str] | None = None) -> bool:
             f"machine {machine!r} is recorded for one GPU, without UUIDs; a run on several GPUs "
             "needs a record that names them: `gemmbench machine --name NEW --gpus ...`"
         )
-    if not any(key in record for key in gpu.IDENTITY_FIELDS):
+    if not any(key in record for key in IDENTITY_FIELDS):
         return False
     try:
-        current = gpu.fingerprint()
+        current = fingerprint()
     except gpu.NoGpuError as exc:
         raise NoGpu(str(exc)) from exc
     differences = check_identity(machine, record, current)

@@ -1,4 +1,4 @@
-"""This GPU's identity and live state, from nvidia-smi and CuPy; which GPUs a run uses."""
+"""This GPU's live state from nvidia-smi, whether CUDA can run at all, and which GPUs a run uses."""
 
 from __future__ import annotations
 
@@ -9,21 +9,6 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
-
-# Fields of the fingerprint that decide whether two results are comparable. They are stored as
-# asv machine fields, so asv files them per machine and draws a separate graph line whenever one
-# differs; `machine` refuses to reuse a name whose recorded identity differs
-# (machine_record.check_identity).
-IDENTITY_FIELDS = (
-    "gpu_model",
-    "gpu_compute_capability",
-    "gpu_memory_mib",
-    "gpu_driver",
-    "gpu_cuda_runtime",
-    "gpu_cupy",
-    "gpu_clocks_locked",
-    "gpu_mig",
-)
 
 # NVML's clock-event (formerly "throttle") reason bits, as nvidia-smi prints the active mask.
 CLOCK_EVENT_BITS = {
@@ -53,19 +38,6 @@ _SMI_TIMEOUT_S = 30
 _NA_VALUES = {"", "[N/A]", "N/A", "[Not Supported]", "Not Supported", "[Unknown Error]"}
 
 _STATE_FIELDS = ("clocks.sm", "clocks.max.sm", "temperature.gpu", "clocks_event_reasons.active")
-_IDENTITY_SMI_FIELDS = (
-    "name",
-    "uuid",
-    "compute_cap",
-    "driver_version",
-    "memory.total",
-    "clocks.applications.graphics",
-    "clocks.default_applications.graphics",
-    "clocks_event_reasons.active",
-    "mig.mode.current",
-    "ecc.mode.current",
-    "persistence_mode",
-)
 
 
 class NoGpuError(RuntimeError):
@@ -131,19 +103,6 @@ def state_from_row(row: Mapping[str, str | None], other_processes: int) -> dict:
         "clock_event_reasons": reasons,
         "other_processes": other_processes,
     }
-
-
-def clocks_locked(row: Mapping[str, str | None]) -> str:
-    """ "yes", "no" or "unknown": locked if application clocks differ from the defaults or the
-    application-clocks reason is active (what `nvidia-smi -lgc`/`-ac` leave behind)."""
-    applied = row.get("clocks.applications.graphics")
-    default = row.get("clocks.default_applications.graphics")
-    reasons = parse_reason_mask(row.get("clocks_event_reasons.active"))
-    if "applications_clocks_setting" in reasons:
-        return "yes"
-    if applied is None or default is None:
-        return "unknown"
-    return "yes" if applied != default else "no"
 
 
 def describe_state(state: Mapping) -> str:
@@ -332,55 +291,3 @@ def select_gpus(spec: str | None) -> list[str]:
             "give indices or UUIDs from that list, or all"
         )
     return [by_name[item] for item in wanted]
-
-
-def _cuda_version(encoded: int) -> str:
-    return f"{encoded // 1000}.{encoded % 1000 // 10}"
-
-
-def fingerprint() -> dict[str, str]:
-    """What identifies this GPU and its software stack; every value a string (asv machine fields).
-
-    Raises NoGpuError when CuPy sees no device or the driver does not answer.
-    """
-    try:
-        import cupy
-
-        count = cupy.cuda.runtime.getDeviceCount()
-        device = cupy.cuda.Device()
-        props = cupy.cuda.runtime.getDeviceProperties(device.id)
-        runtime = cupy.cuda.runtime.runtimeGetVersion()
-        driver_cuda = cupy.cuda.runtime.driverGetVersion()
-    except ImportError as exc:
-        raise NoGpuError("CuPy is not installed, so no GPU can be used") from exc
-    except Exception as exc:  # CUDARuntimeError: no driver, no device, or a broken driver
-        raise NoGpuError(cuda_unusable(exc)) from exc
-    if count == 0:
-        raise NoGpuError("CUDA reports no device")
-    name = props["name"]
-    info = {
-        "gpu_model": name.decode() if isinstance(name, bytes) else str(name),
-        "gpu_compute_capability": f"{props['major']}.{props['minor']}",
-        "gpu_memory_mib": str(props["totalGlobalMem"] // 2**20),
-        "gpu_driver": "unknown",
-        "gpu_cuda_driver": _cuda_version(driver_cuda),
-        "gpu_cuda_runtime": _cuda_version(runtime),
-        "gpu_cupy": cupy.__version__,
-        "gpu_clocks_locked": "unknown",
-        "gpu_mig": "unknown",
-        "gpu_ecc": "unknown",
-        "gpu_count": str(count),
-    }
-    row = query_gpu(_IDENTITY_SMI_FIELDS)
-    info.update(
-        gpu_model=row["name"] or info["gpu_model"],
-        gpu_driver=row["driver_version"] or "unknown",
-        gpu_memory_mib=row["memory.total"] or info["gpu_memory_mib"],
-        gpu_clocks_locked=clocks_locked(row),
-        gpu_mig=(row["mig.mode.current"] or "n/a").lower(),
-        gpu_ecc=(row["ecc.mode.current"] or "n/a").lower(),
-    )
-    # No gpu_uuids here: asv puts every machine field into the dashboard's graph paths, so a new
-    # field in the default record would split every existing single-GPU machine's lines. Only
-    # `machine --gpus` records UUIDs (main adds them).
-    return info

@@ -1,4 +1,4 @@
-"""`gemmbench machine`: the asv machine record that keeps each GPU's results apart."""
+"""`gemmbench machine`: this GPU's identity, kept in the asv machine record so results never mix."""
 
 from __future__ import annotations
 
@@ -18,9 +18,108 @@ EXIT_NO_GPU = exitcodes.INFRASTRUCTURE
 EXIT_IDENTITY_MISMATCH = exitcodes.IDENTITY_MISMATCH
 
 
+# Fields of the fingerprint that decide whether two results are comparable. They are stored as
+# asv machine fields, so asv files them per machine and draws a separate graph line whenever one
+# differs; `machine` refuses to reuse a name whose recorded identity differs (check_identity).
+IDENTITY_FIELDS = (
+    "gpu_model",
+    "gpu_compute_capability",
+    "gpu_memory_mib",
+    "gpu_driver",
+    "gpu_cuda_runtime",
+    "gpu_cupy",
+    "gpu_clocks_locked",
+    "gpu_mig",
+)
+_IDENTITY_SMI_FIELDS = (
+    "name",
+    "uuid",
+    "compute_cap",
+    "driver_version",
+    "memory.total",
+    "clocks.applications.graphics",
+    "clocks.default_applications.graphics",
+    "clocks_event_reasons.active",
+    "mig.mode.current",
+    "ecc.mode.current",
+    "persistence_mode",
+)
+
+
+# --- this GPU's identity -------------------------------------------------------------------
+
+
+def clocks_locked(row: Mapping[str, str | None]) -> str:
+    """ "yes", "no" or "unknown": locked if application clocks differ from the defaults or the
+    application-clocks reason is active (what `nvidia-smi -lgc`/`-ac` leave behind)."""
+    applied = row.get("clocks.applications.graphics")
+    default = row.get("clocks.default_applications.graphics")
+    reasons = machine.parse_reason_mask(row.get("clocks_event_reasons.active"))
+    if "applications_clocks_setting" in reasons:
+        return "yes"
+    if applied is None or default is None:
+        return "unknown"
+    return "yes" if applied != default else "no"
+
+
+def _cuda_version(encoded: int) -> str:
+    return f"{encoded // 1000}.{encoded % 1000 // 10}"
+
+
+def fingerprint() -> dict[str, str]:
+    """What identifies this GPU and its software stack; every value a string (asv machine fields).
+
+    Raises NoGpuError when CuPy sees no device or the driver does not answer.
+    """
+    try:
+        import cupy
+
+        count = cupy.cuda.runtime.getDeviceCount()
+        device = cupy.cuda.Device()
+        props = cupy.cuda.runtime.getDeviceProperties(device.id)
+        runtime = cupy.cuda.runtime.runtimeGetVersion()
+        driver_cuda = cupy.cuda.runtime.driverGetVersion()
+    except ImportError as exc:
+        raise machine.NoGpuError("CuPy is not installed, so no GPU can be used") from exc
+    except Exception as exc:  # CUDARuntimeError: no driver, no device, or a broken driver
+        raise machine.NoGpuError(machine.cuda_unusable(exc)) from exc
+    if count == 0:
+        raise machine.NoGpuError("CUDA reports no device")
+    name = props["name"]
+    info = {
+        "gpu_model": name.decode() if isinstance(name, bytes) else str(name),
+        "gpu_compute_capability": f"{props['major']}.{props['minor']}",
+        "gpu_memory_mib": str(props["totalGlobalMem"] // 2**20),
+        "gpu_driver": "unknown",
+        "gpu_cuda_driver": _cuda_version(driver_cuda),
+        "gpu_cuda_runtime": _cuda_version(runtime),
+        "gpu_cupy": cupy.__version__,
+        "gpu_clocks_locked": "unknown",
+        "gpu_mig": "unknown",
+        "gpu_ecc": "unknown",
+        "gpu_count": str(count),
+    }
+    row = machine.query_gpu(_IDENTITY_SMI_FIELDS)
+    info.update(
+        gpu_model=row["name"] or info["gpu_model"],
+        gpu_driver=row["driver_version"] or "unknown",
+        gpu_memory_mib=row["memory.total"] or info["gpu_memory_mib"],
+        gpu_clocks_locked=clocks_locked(row),
+        gpu_mig=(row["mig.mode.current"] or "n/a").lower(),
+        gpu_ecc=(row["ecc.mode.current"] or "n/a").lower(),
+    )
+    # No gpu_uuids here: asv puts every machine field into the dashboard's graph paths, so a new
+    # field in the default record would split every existing single-GPU machine's lines. Only
+    # `machine --gpus` records UUIDs (main adds them).
+    return info
+
+
+# --- the asv machine record -------------------------------------------------------------------
+
+
 def identity(info: Mapping[str, str]) -> dict[str, str]:
     """The identity fields of a fingerprint or machine record (missing ones as "unknown")."""
-    return {key: str(info.get(key, "unknown")) for key in machine.IDENTITY_FIELDS}
+    return {key: str(info.get(key, "unknown")) for key in IDENTITY_FIELDS}
 
 
 def check_identity(
@@ -30,14 +129,10 @@ def check_identity(
 
     A record without GPU fields (a CPU-only machine) has nothing to contradict.
     """
-    if not recorded or not any(key in recorded for key in machine.IDENTITY_FIELDS):
+    if not recorded or not any(key in recorded for key in IDENTITY_FIELDS):
         return []
     old, new = identity(recorded), identity(current)
-    return [
-        f"{key}: {old[key]} -> {new[key]}"
-        for key in machine.IDENTITY_FIELDS
-        if old[key] != new[key]
-    ]
+    return [f"{key}: {old[key]} -> {new[key]}" for key in IDENTITY_FIELDS if old[key] != new[key]]
 
 
 def check_gpu_uuids(recorded: Mapping[str, str] | None, current: Mapping[str, str]) -> list[str]:
@@ -125,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         machine.parse_gpus_option(args.gpus)
-        gpu = machine.fingerprint()
+        gpu = fingerprint()
         state = machine.gpu_state()
         if args.gpus is not None:
             gpu["gpu_uuids"] = ",".join(machine.select_gpus(args.gpus))

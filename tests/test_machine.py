@@ -45,7 +45,7 @@ class TestParseQueryCsv:
 
     def test_not_available_is_none(self):
         """ "[N/A]" values come back as None."""
-        (row,) = machine.parse_query_csv(IDENTITY_TEXT, machine._IDENTITY_SMI_FIELDS)
+        (row,) = machine.parse_query_csv(IDENTITY_TEXT, machine_record._IDENTITY_SMI_FIELDS)
         assert row["mig.mode.current"] is None
         assert row["name"] == "NVIDIA H200"
 
@@ -140,15 +140,19 @@ class TestClocksLocked:
 
     def test_default_clocks(self):
         """Application clocks at their defaults, no setting reason: not locked."""
-        (row,) = machine.parse_query_csv(IDENTITY_TEXT, machine._IDENTITY_SMI_FIELDS)
-        assert machine.clocks_locked(row) == "no"
+        (row,) = machine.parse_query_csv(IDENTITY_TEXT, machine_record._IDENTITY_SMI_FIELDS)
+        assert machine_record.clocks_locked(row) == "no"
 
     def test_locked(self):
         """Non-default application clocks or the setting reason mean locked."""
-        (row,) = machine.parse_query_csv(IDENTITY_TEXT, machine._IDENTITY_SMI_FIELDS)
-        assert machine.clocks_locked({**row, "clocks.applications.graphics": "1410"}) == "yes"
-        assert machine.clocks_locked({**row, "clocks_event_reasons.active": "0x2"}) == "yes"
-        assert machine.clocks_locked({**row, "clocks.applications.graphics": None}) == "unknown"
+        (row,) = machine.parse_query_csv(IDENTITY_TEXT, machine_record._IDENTITY_SMI_FIELDS)
+        assert (
+            machine_record.clocks_locked({**row, "clocks.applications.graphics": "1410"}) == "yes"
+        )
+        assert machine_record.clocks_locked({**row, "clocks_event_reasons.active": "0x2"}) == "yes"
+        assert (
+            machine_record.clocks_locked({**row, "clocks.applications.graphics": None}) == "unknown"
+        )
 
 
 class TestIdentity:
@@ -191,7 +195,7 @@ class TestMain:
         def no_gpu():
             raise machine.NoGpuError("CUDA reports no usable device")
 
-        monkeypatch.setattr(machine, "fingerprint", no_gpu)
+        monkeypatch.setattr(machine_record, "fingerprint", no_gpu)
         machine_file = tmp_path / "asv-machine.json"
         assert machine_record.main(["--name", "h200", "--machine-file", str(machine_file)]) == 4
         err = capsys.readouterr().err.strip()
@@ -206,12 +210,12 @@ class TestMain:
         assert status in (0, 4)
         if status == 0:
             record = json.loads(machine_file.read_text())["probe"]
-            assert set(machine.IDENTITY_FIELDS) <= set(record)
+            assert set(machine_record.IDENTITY_FIELDS) <= set(record)
 
     def test_refuses_mixing(self, tmp_path, monkeypatch, capsys):
         """A name recorded with an H200 is refused on an H100 (exit 5), and not overwritten."""
         h100 = {**FP, "gpu_model": "NVIDIA H100 80GB HBM3"}
-        monkeypatch.setattr(machine, "fingerprint", lambda: h100)
+        monkeypatch.setattr(machine_record, "fingerprint", lambda: h100)
         monkeypatch.setattr(machine, "gpu_state", lambda: machine.state_from_row({}, 0))
         machine_file = tmp_path / "asv-machine.json"
         machine_record.save_record("h200", {**FP, "machine": "h200"}, machine_file)
@@ -221,7 +225,7 @@ class TestMain:
 
     def test_records_fingerprint(self, tmp_path, monkeypatch):
         """The record holds asv's host fields plus the GPU fingerprint under the given name."""
-        monkeypatch.setattr(machine, "fingerprint", lambda: dict(FP))
+        monkeypatch.setattr(machine_record, "fingerprint", lambda: dict(FP))
         monkeypatch.setattr(machine, "gpu_state", lambda: machine.state_from_row({}, 0))
         machine_file = tmp_path / "asv-machine.json"
         assert record_machine("h200", machine_file, tmp_path) == 0
@@ -313,7 +317,7 @@ class TestMachineGpus:
 
     @pytest.fixture
     def fake_gpu(self, monkeypatch):
-        monkeypatch.setattr(machine, "fingerprint", lambda: dict(FP))
+        monkeypatch.setattr(machine_record, "fingerprint", lambda: dict(FP))
         monkeypatch.setattr(machine, "gpu_state", lambda: machine.state_from_row({}, 0))
 
     def test_records_uuids_and_refuses_a_swap(self, tmp_path, two_gpu_host, fake_gpu, capsys):
@@ -382,7 +386,7 @@ class TestNoDriver:
 
         self.assert_true_words(machine.no_gpu_reason())
         with pytest.raises(machine.NoGpuError) as raised:
-            machine.fingerprint()
+            machine_record.fingerprint()
         self.assert_true_words(str(raised.value))
         capsys.readouterr()
         assert machine_record.main(["--machine-file", str(tmp_path / "m.json")]) == 4
