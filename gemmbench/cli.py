@@ -1,4 +1,4 @@
-"""What every command line shares: its parser, checks of names and paths, and the last-resort handler."""
+"""What every command line shares: its parser, name and path checks, and the last-resort handler."""
 
 from __future__ import annotations
 
