@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes.util
 import os
 from collections.abc import Mapping
 
@@ -36,8 +37,9 @@ def _require_device() -> None:
             "pip install 'gemm-regress[cuda12]' or 'gemm-regress[cuda13]'"
         ) from exc
     except Exception as exc:  # CUDARuntimeError when there is no driver or no device
+        why = exc if ctypes.util.find_library("cuda") else "no NVIDIA driver found"  # not "too old"
         raise NoDeviceError(
-            f"no CUDA device is available ({exc}); gemm needs an NVIDIA GPU with a working driver"
+            f"no CUDA device is available ({why}); gemm needs an NVIDIA GPU with a working driver"
         ) from exc
     if count == 0:
         raise NoDeviceError("no CUDA device is available; gemm needs an NVIDIA GPU")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 import sys
 
-from . import exitcodes
+from . import cli, exitcodes
 
 # command -> (module, one-line help). Each module exposes main(argv: list[str]) -> int.
 COMMANDS = {
@@ -18,7 +18,7 @@ COMMANDS = {
         "benchmark every commit in a range with asv and store the results",
     ),
     "check-results": ("gemmbench.results", "validate stored asv result files before publishing"),
-    "machine": ("gemmbench.machine", "record this GPU's fingerprint as the asv machine"),
+    "machine": ("gemmbench.machine_record", "record this GPU's fingerprint as the asv machine"),
     "report": ("gemmbench.report", "check and time every variant; print the speed-up table"),
     "calibrate": (
         "gemmbench.calibrate",
@@ -48,8 +48,17 @@ def main(argv: list[str] | None = None) -> int:
         why = f"unknown command {argv[0]!r}" if argv else "no command given"
         print(f"python -m gemmbench: {why}; name one of {', '.join(COMMANDS)}", file=sys.stderr)
         return exitcodes.USAGE
-    module = importlib.import_module(COMMANDS[argv[0]][0])
-    return module.main(argv[1:])
+    # The command's module is imported inside run_command: a module that cannot be imported is
+    # an unexpected error as well (exit 4, never 1).
+    module = COMMANDS[argv[0]][0]
+    return cli.run_command(
+        argv[0], lambda rest: importlib.import_module(module).main(rest), argv[1:]
+    )
+
+
+def report(argv: list[str] | None = None) -> int:
+    """The ``gemm-report`` entry point: ``python -m gemmbench report``, under the same rules."""
+    return main(["report", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":

@@ -27,8 +27,8 @@ from pathlib import Path
 from . import exitcodes
 from . import gate as gate_mod
 from . import thresholds as thresholds_mod
+from .cli import OneLineErrorParser, cannot_write
 from .gate_decision import INCONCLUSIVE, INFRA, PASS, REGRESSION, Report
-from .results import OneLineErrorParser, cannot_write
 from .stats import smallest_p
 
 # The tolerance is the worst A/A deviation seen × this factor. The worst of N ≈ 10 runs sits

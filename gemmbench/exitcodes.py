@@ -27,7 +27,9 @@ TABLE: dict[int, tuple[str, str]] = {
     ),
     INFRASTRUCTURE: (
         "infrastructure",
-        "no usable GPU, a broken driver or tool, or base could not be measured: not the code's fault",
+        "no usable GPU, a broken driver or tool, base could not be measured, or an unexpected "
+        "error in the harness (one line names it and the log file with its traceback): not the "
+        "code's fault",
     ),
     IDENTITY_MISMATCH: (
         "identity mismatch",
@@ -43,8 +45,8 @@ COMMANDS: dict[str, tuple[int, ...]] = {
     "gate": (OK, FAILED, USAGE, INCONCLUSIVE, INFRASTRUCTURE, INTERRUPTED, TERMINATED),
     "calibrate": (OK, FAILED, USAGE, INCONCLUSIVE, INFRASTRUCTURE, INTERRUPTED),
     "history": (OK, FAILED, USAGE, INFRASTRUCTURE, IDENTITY_MISMATCH, INTERRUPTED),
-    "machine": (OK, USAGE, INFRASTRUCTURE, IDENTITY_MISMATCH),
-    "check-results": (OK, FAILED, USAGE),
+    "machine": (OK, USAGE, INFRASTRUCTURE, IDENTITY_MISMATCH, INTERRUPTED),
+    "check-results": (OK, FAILED, USAGE, INFRASTRUCTURE, INTERRUPTED),
     "report": (OK, FAILED, USAGE, INFRASTRUCTURE, INTERRUPTED),
     "tune": (OK, FAILED, USAGE, INFRASTRUCTURE, INTERRUPTED),
 }

@@ -36,6 +36,7 @@ from pathlib import Path
 from . import exitcodes
 from . import machine as gpu_machine
 from . import thresholds as thresholds_mod
+from .cli import OneLineErrorParser, cannot_write
 from .gate_decision import (
     BROKEN,
     INFRA,
@@ -52,7 +53,6 @@ from .gate_decision import (
 from .gate_output import render_markdown, report_json, short_sha
 from .gate_process import _HARNESS_ROOT, GpuMonitor, WorkerFailure, WorkerProcess
 from .git import GitError, WorktreeError, detached_worktrees, git, signals_blocked
-from .results import OneLineErrorParser, cannot_write
 
 DEFAULT_PROVIDER = "gemmbench.cases:gemm_cases"
 # Compiling every kernel from a cold CuPy cache can take a minute; a round of the default cases

@@ -1,37 +1,14 @@
-"""GPU identity and live state: the asv machine record that keeps each GPU's results apart."""
+"""This GPU's live state from nvidia-smi, whether CUDA can run at all, and which GPUs a run uses."""
 
 from __future__ import annotations
 
-import json
+import ctypes
 import os
 import re
 import shutil
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
-from pathlib import Path
-
-from . import exitcodes
-from .results import OneLineErrorParser, bad_machine_name
-
-# Exit statuses (gemmbench/exitcodes.py, docs/exit-codes.md): no usable GPU or driver is an
-# infrastructure failure, never a regression; a name recorded with another GPU identity is 5.
-EXIT_NO_GPU = exitcodes.INFRASTRUCTURE
-EXIT_IDENTITY_MISMATCH = exitcodes.IDENTITY_MISMATCH
-
-# Fields of the fingerprint that decide whether two results are comparable. They are stored as
-# asv machine fields, so asv files them per machine and draws a separate graph line whenever one
-# differs; `machine` refuses to reuse a name whose recorded identity differs (see check_identity).
-IDENTITY_FIELDS = (
-    "gpu_model",
-    "gpu_compute_capability",
-    "gpu_memory_mib",
-    "gpu_driver",
-    "gpu_cuda_runtime",
-    "gpu_cupy",
-    "gpu_clocks_locked",
-    "gpu_mig",
-)
 
 # NVML's clock-event (formerly "throttle") reason bits, as nvidia-smi prints the active mask.
 CLOCK_EVENT_BITS = {
@@ -61,19 +38,6 @@ _SMI_TIMEOUT_S = 30
 _NA_VALUES = {"", "[N/A]", "N/A", "[Not Supported]", "Not Supported", "[Unknown Error]"}
 
 _STATE_FIELDS = ("clocks.sm", "clocks.max.sm", "temperature.gpu", "clocks_event_reasons.active")
-_IDENTITY_SMI_FIELDS = (
-    "name",
-    "uuid",
-    "compute_cap",
-    "driver_version",
-    "memory.total",
-    "clocks.applications.graphics",
-    "clocks.default_applications.graphics",
-    "clocks_event_reasons.active",
-    "mig.mode.current",
-    "ecc.mode.current",
-    "persistence_mode",
-)
 
 
 class NoGpuError(RuntimeError):
@@ -141,19 +105,6 @@ def state_from_row(row: Mapping[str, str | None], other_processes: int) -> dict:
     }
 
 
-def clocks_locked(row: Mapping[str, str | None]) -> str:
-    """ "yes", "no" or "unknown": locked if application clocks differ from the defaults or the
-    application-clocks reason is active (what `nvidia-smi -lgc`/`-ac` leave behind)."""
-    applied = row.get("clocks.applications.graphics")
-    default = row.get("clocks.default_applications.graphics")
-    reasons = parse_reason_mask(row.get("clocks_event_reasons.active"))
-    if "applications_clocks_setting" in reasons:
-        return "yes"
-    if applied is None or default is None:
-        return "unknown"
-    return "yes" if applied != default else "no"
-
-
 def describe_state(state: Mapping) -> str:
     """One line for logs, naming throttling or other processes when there are any."""
     text = (
@@ -188,6 +139,39 @@ def suspect_reasons(state: Mapping, expected_processes: int = 0) -> list[str]:
     if isinstance(others, int) and not isinstance(others, bool) and others > expected_processes:
         problems.append(f"GPU busy ({others} other compute process(es))")
     return problems
+
+
+# --- whether CUDA can run at all -----------------------------------------------------------
+
+
+def nvidia_driver_found() -> bool:
+    """Whether the NVIDIA driver's CUDA library loads, as every CUDA program loads it first."""
+    try:
+        ctypes.CDLL("nvcuda.dll" if sys.platform == "win32" else "libcuda.so.1")
+    except OSError:
+        return False
+    return True
+
+
+def cuda_unusable(exc: BaseException) -> str:
+    """What a CUDA error on first contact means, in true words. The CUDA runtime reports a driver
+    that is not there at all as "CUDA driver version is insufficient", so that case is named."""
+    if not nvidia_driver_found():
+        return "no NVIDIA driver found (libcuda.so.1 cannot be loaded); install the NVIDIA driver"
+    return f"CUDA reports no usable device ({type(exc).__name__}: {exc})"
+
+
+def no_gpu_reason() -> str | None:
+    """Why CuPy can use no GPU here (None when it can), found without compiling anything."""
+    try:
+        import cupy
+
+        count = cupy.cuda.runtime.getDeviceCount()
+    except ImportError:
+        return "CuPy is not installed (pip install '.[cuda13]' or '.[cuda12]')"
+    except Exception as exc:  # CUDARuntimeError: no driver, or a driver too old for this CuPy
+        return cuda_unusable(exc)
+    return None if count > 0 else "CUDA reports no device"
 
 
 # --- querying the device ---------------------------------------------------------------------
@@ -307,201 +291,3 @@ def select_gpus(spec: str | None) -> list[str]:
             "give indices or UUIDs from that list, or all"
         )
     return [by_name[item] for item in wanted]
-
-
-def _cuda_version(encoded: int) -> str:
-    return f"{encoded // 1000}.{encoded % 1000 // 10}"
-
-
-def fingerprint() -> dict[str, str]:
-    """What identifies this GPU and its software stack; every value a string (asv machine fields).
-
-    Raises NoGpuError when CuPy sees no device or the driver does not answer.
-    """
-    try:
-        import cupy
-
-        count = cupy.cuda.runtime.getDeviceCount()
-        device = cupy.cuda.Device()
-        props = cupy.cuda.runtime.getDeviceProperties(device.id)
-        runtime = cupy.cuda.runtime.runtimeGetVersion()
-        driver_cuda = cupy.cuda.runtime.driverGetVersion()
-    except ImportError as exc:
-        raise NoGpuError("CuPy is not installed, so no GPU can be used") from exc
-    except Exception as exc:  # CUDARuntimeError: no driver, no device, or a broken driver
-        raise NoGpuError(f"CUDA reports no usable device ({exc})") from exc
-    if count == 0:
-        raise NoGpuError("CUDA reports no device")
-    name = props["name"]
-    info = {
-        "gpu_model": name.decode() if isinstance(name, bytes) else str(name),
-        "gpu_compute_capability": f"{props['major']}.{props['minor']}",
-        "gpu_memory_mib": str(props["totalGlobalMem"] // 2**20),
-        "gpu_driver": "unknown",
-        "gpu_cuda_driver": _cuda_version(driver_cuda),
-        "gpu_cuda_runtime": _cuda_version(runtime),
-        "gpu_cupy": cupy.__version__,
-        "gpu_clocks_locked": "unknown",
-        "gpu_mig": "unknown",
-        "gpu_ecc": "unknown",
-        "gpu_count": str(count),
-    }
-    row = query_gpu(_IDENTITY_SMI_FIELDS)
-    info.update(
-        gpu_model=row["name"] or info["gpu_model"],
-        gpu_driver=row["driver_version"] or "unknown",
-        gpu_memory_mib=row["memory.total"] or info["gpu_memory_mib"],
-        gpu_clocks_locked=clocks_locked(row),
-        gpu_mig=(row["mig.mode.current"] or "n/a").lower(),
-        gpu_ecc=(row["ecc.mode.current"] or "n/a").lower(),
-    )
-    # No gpu_uuids here: asv puts every machine field into the dashboard's graph paths, so a new
-    # field in the default record would split every existing single-GPU machine's lines. Only
-    # `machine --gpus` records UUIDs (main adds them).
-    return info
-
-
-# --- the asv machine record -------------------------------------------------------------------
-
-
-def identity(info: Mapping[str, str]) -> dict[str, str]:
-    """The identity fields of a fingerprint or machine record (missing ones as "unknown")."""
-    return {key: str(info.get(key, "unknown")) for key in IDENTITY_FIELDS}
-
-
-def check_identity(
-    name: str, recorded: Mapping[str, str] | None, current: Mapping[str, str]
-) -> list[str]:
-    """Differences between a recorded machine and this GPU, as "field: old -> new" lines.
-
-    A record without GPU fields (a CPU-only machine) has nothing to contradict.
-    """
-    if not recorded or not any(key in recorded for key in IDENTITY_FIELDS):
-        return []
-    old, new = identity(recorded), identity(current)
-    return [f"{key}: {old[key]} -> {new[key]}" for key in IDENTITY_FIELDS if old[key] != new[key]]
-
-
-def check_gpu_uuids(recorded: Mapping[str, str] | None, current: Mapping[str, str]) -> list[str]:
-    """How the GPUs of ``current`` differ from the record's, by UUID; nothing to say when the
-    record predates UUIDs (old single-GPU records keep working)."""
-    from .shard import gpu_differences, parse_gpu_list
-
-    if not recorded or not recorded.get("gpu_uuids"):
-        return []
-    return gpu_differences(
-        parse_gpu_list(recorded["gpu_uuids"]), parse_gpu_list(current.get("gpu_uuids", ""))
-    )
-
-
-def machine_file_path() -> Path:
-    return Path(os.path.expanduser("~/.asv-machine.json"))
-
-
-def load_recorded(
-    name: str, machine_file: Path, results_dir: Path | None
-) -> list[tuple[str, dict]]:
-    """Records already stored for ``name``: in the asv machine file and in the results directory."""
-    found = []
-    if machine_file.is_file():
-        entry = json.loads(machine_file.read_text()).get(name)
-        if isinstance(entry, dict):
-            found.append((str(machine_file), entry))
-    if results_dir is not None:
-        stored = results_dir / name / "machine.json"
-        if stored.is_file():
-            found.append((str(stored), json.loads(stored.read_text())))
-    return found
-
-
-def machine_record(name: str, gpu: Mapping[str, str]) -> dict[str, str]:
-    """asv's own description of this host plus the GPU fingerprint, under the machine ``name``."""
-    from asv.machine import Machine
-
-    record = Machine.get_defaults()
-    record.update(gpu)
-    record["machine"] = name
-    return record
-
-
-def save_record(name: str, record: Mapping[str, str], machine_file: Path) -> None:
-    """Write the entry the way `asv machine` does (asv reads it back for `asv run --machine`)."""
-    from asv.machine import MachineCollection
-
-    MachineCollection.save(name, dict(record), _path=str(machine_file))
-
-
-def default_name(gpu: Mapping[str, str]) -> str:
-    """A machine name from the GPU model, e.g. "nvidia-h200"."""
-    return re.sub(r"[^a-z0-9]+", "-", gpu["gpu_model"].lower()).strip("-") or "gpu"
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = OneLineErrorParser(
-        prog="python -m gemmbench machine",
-        description="Record this GPU's fingerprint as asv machine NAME in ~/.asv-machine.json.",
-    )
-    parser.add_argument("--name", help="asv machine name (default: from the GPU model)")
-    parser.add_argument(
-        "--results-dir",
-        type=Path,
-        default=Path(".asv/results"),
-        help="results directory whose NAME/machine.json must agree",
-    )
-    parser.add_argument(
-        "--machine-file",
-        type=Path,
-        default=None,
-        help="asv machine file (default ~/.asv-machine.json)",
-    )
-    parser.add_argument(
-        "--gpus",
-        default=None,
-        help="the GPUs this machine's runs use: all, or indices/UUIDs such as 0,1 (default: "
-        "the one CUDA uses first); recorded by UUID",
-    )
-    parser.add_argument("--print", action="store_true", help="also print the record as JSON")
-    args = parser.parse_args(argv)
-    if args.name is not None and (why := bad_machine_name(args.name, "--name")):
-        parser.error(why)
-
-    try:
-        parse_gpus_option(args.gpus)
-        gpu = fingerprint()
-        state = gpu_state()
-        if args.gpus is not None:
-            gpu["gpu_uuids"] = ",".join(select_gpus(args.gpus))
-    except GpuSelectionError as exc:
-        print(f"gemmbench machine: {exc}", file=sys.stderr)
-        return exitcodes.USAGE
-    except NoGpuError as exc:
-        print(f"gemmbench machine: no usable NVIDIA GPU: {exc}.", file=sys.stderr)
-        return EXIT_NO_GPU
-
-    name = args.name or default_name(gpu)
-    machine_file = args.machine_file or machine_file_path()
-    for where, recorded in load_recorded(name, machine_file, args.results_dir):
-        differences = check_identity(name, recorded, gpu) + check_gpu_uuids(recorded, gpu)
-        if differences:
-            print(
-                f"gemmbench machine: {name!r} is recorded in {where} with another GPU identity "
-                f"({'; '.join(differences)}); its results would mix with this GPU's, so pick "
-                f"another --name (or move the old results away).",
-                file=sys.stderr,
-            )
-            return EXIT_IDENTITY_MISMATCH
-
-    record = machine_record(name, gpu)
-    save_record(name, record, machine_file)
-    print(
-        f"asv machine {name!r}: {gpu['gpu_model']} (compute {gpu['gpu_compute_capability']}), "
-        f"driver {gpu['gpu_driver']}, CUDA {gpu['gpu_cuda_runtime']}, CuPy {gpu['gpu_cupy']}, "
-        f"clocks locked: {gpu['gpu_clocks_locked']}; now {describe_state(state)}"
-    )
-    if args.print:
-        print(json.dumps(record, indent=2, sort_keys=True))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

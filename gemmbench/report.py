@@ -15,7 +15,8 @@ import sys
 import time
 
 from . import exitcodes, measure
-from .results import OneLineErrorParser, cannot_write
+from . import machine as gpu_machine
+from .cli import OneLineErrorParser, cannot_write
 
 DEFAULT_SHAPES = [(4096, 4096, 4096)]
 
@@ -168,16 +169,7 @@ def device_description() -> dict:
 
 def _no_device() -> str | None:
     """Why no GPU can be used (None when one can), without compiling anything."""
-    try:
-        import cupy
-
-        if cupy.cuda.runtime.getDeviceCount() > 0:
-            return None
-        return "CUDA reports no device"
-    except ImportError:
-        return "CuPy is not installed (pip install '.[cuda13]' or '.[cuda12]')"
-    except Exception as exc:  # CUDARuntimeError: no driver, or a driver too old for this CuPy
-        return f"no usable CUDA device ({type(exc).__name__}: {exc})"
+    return gpu_machine.no_gpu_reason()
 
 
 def main(argv: list[str] | None = None) -> int:

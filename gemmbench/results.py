@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import re
@@ -11,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from . import exitcodes
+from .cli import OneLineErrorParser, bad_machine_name
 
 # asv writes result files with api version 2 and machine.json with version 1 (asv 0.6).
 RESULT_API_VERSION = 2
@@ -22,43 +22,6 @@ RUN_LOG_SUFFIX = "-run-log.jsonl"
 
 _REQUIRED_RESULT_KEYS = ("commit_hash", "env_name", "date", "params", "result_columns", "results")
 _SHA = re.compile(r"^[0-9a-f]{40}$")
-# A machine's results folder: one plain name (not '', '.', '..' nor a path). The same rule as
-# scripts/ci/push_results.py's MACHINE (a test keeps the two equal).
-MACHINE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-
-
-class OneLineErrorParser(argparse.ArgumentParser):
-    """argparse, with a usage error as one line on stderr (exit 2) rather than the usage text."""
-
-    def error(self, message: str):
-        self.exit(2, f"{self.prog}: {message}; see --help\n")
-
-
-def bad_machine_name(name: str, option: str = "--machine") -> str | None:
-    """Why ``name`` cannot be a machine's results folder (None if it can)."""
-    if MACHINE_NAME.match(name) and ".." not in name:
-        return None
-    return (
-        f"{option} {name!r} is not a plain folder name; use letters, digits, '.', '_' or '-' "
-        "(at most 64, starting with a letter or digit)"
-    )
-
-
-def cannot_write(path: str | Path, option: str) -> str | None:
-    """Why ``path`` cannot be written (None if it can), found by opening it, before any GPU work.
-
-    A file this creates is removed again, so a run that stops early leaves nothing behind.
-    """
-    target = Path(path)
-    existed = target.exists()
-    try:
-        with open(target, "a", encoding="utf-8"):
-            pass
-    except OSError as exc:
-        return f"cannot write {option} {path}: {exc.strerror or exc}; pass a writable path"
-    if not existed:
-        target.unlink()
-    return None
 
 
 def _load_json(path: Path) -> tuple[object, str | None]:

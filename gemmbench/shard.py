@@ -1,11 +1,19 @@
-"""Which GPU measures which benchmark series: stable home GPUs, the run's GPUs, and the merge."""
+"""Which GPU measures which benchmark series: stable home GPUs, one asv run per GPU, and the merge."""
 
 from __future__ import annotations
 
 import itertools
+import json
 import math
 import re
+import shutil
+import tempfile
+import time
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+from gemmbench.asv_process import run_asv, run_asv_together
+from gemmbench.history_install import log
 
 # The rule (docs/benchmarks.md, "Several GPUs"): a series is one line of the dashboard, i.e. one
 # benchmark with one combination of its parameters, named as asv's --bench matches it:
@@ -184,3 +192,139 @@ def measured_series(document: Mapping) -> set[str]:
             if _measured(result):
                 found.add(combo)
     return found
+
+
+# --- one commit on several GPUs: one asv run per GPU, merged -----------------------------------
+
+
+HOMES_FILE = "gpu-homes.tsv"  # not .json: asv reads every .json of a machine folder as a result
+
+
+def load_homes(results_dir: Path, machine: str) -> dict[str, str]:
+    """series -> UUID recorded by earlier runs of this machine (empty on the first)."""
+    path = results_dir / machine / HOMES_FILE
+    homes = {}
+    if path.is_file():
+        for line in path.read_text(encoding="utf-8").splitlines():
+            uuid, _, series = line.partition("\t")
+            if series:
+                homes[series] = uuid
+    return homes
+
+
+def save_homes(results_dir: Path, machine: str, homes: dict[str, str]) -> None:
+    path = results_dir / machine / HOMES_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = "".join(f"{uuid}\t{series}\n" for series, uuid in sorted(homes.items()))
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(text, encoding="utf-8")
+    partial.replace(path)
+
+
+def shard_config(config: Path, folder: Path) -> Path:
+    """A copy of asv's configuration whose results go to ``folder`` (paths made absolute), so
+    that asv processes running at once never write the same file."""
+    from asv import util as asv_util
+
+    data = asv_util.load_json(str(config), js_comments=True)
+    base = config.parent
+    for key, default in (
+        ("repo", "."),
+        ("benchmark_dir", "benchmarks"),
+        ("env_dir", "env"),
+        ("html_dir", "html"),
+    ):
+        data[key] = str((base / data.get(key, default)).resolve())
+    data["results_dir"] = str(folder)
+    path = folder.parent / f"{folder.name}.asv.conf.json"
+    path.write_text(json.dumps(data, indent=2), encoding="utf-8")
+    return path
+
+
+def write_atomically(path: Path, document: dict) -> None:
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(json.dumps(document, indent=None, sort_keys=True), encoding="utf-8")
+    partial.replace(path)  # a reader sees the old file or the whole new one, never half
+
+
+def run_sharded(
+    opts,
+    repo: Path,
+    results_dir: Path,
+    sha: str,
+    env: dict[str, str],
+    label: str,
+    note: Callable[[dict], None],
+) -> int:
+    """Measure ``sha`` with one asv run per GPU at once, each on its series' home GPU only, and
+    merge their results into the one file asv itself would have written; ``note`` receives each
+    GPU's share, for the commit's run log. Returns asv's worst exit status (0 when every run
+    passed)."""
+    common = ["-E", f"existing:{opts.python}", "--set-commit-hash", sha, "--machine", opts.machine]
+    if opts.series is None:
+        # Discovery only (asv's own "just-discover"), once per history: offline, every commit is
+        # measured with the one suite in benchmark_dir, so its series are the same for all.
+        status = run_asv(
+            ["run", "--config", str(opts.config), *common, "--bench", "just-discover"], env, repo
+        )
+        if status != 0:
+            log(f"{label}: asv could not discover the benchmarks (exit {status})")
+            return status
+        benchmarks = json.loads((results_dir / "benchmarks.json").read_text(encoding="utf-8"))
+        series = series_of(benchmarks)
+        if opts.bench:
+            series = [s for s in series if any(re.search(p, s) for p in opts.bench)]
+        opts.series = series
+    series = opts.series
+    homes = home_gpus(series, opts.gpus, pinned=load_homes(results_dir, opts.machine))
+    save_homes(results_dir, opts.machine, {**load_homes(results_dir, opts.machine), **homes})
+    with tempfile.TemporaryDirectory(prefix="gemmbench-shards-") as scratch:
+        from gemmbench.machine_record import machine_file_path
+
+        runs, folders, shares, machine_files = [], [], [], []
+        for index, uuid in enumerate(opts.gpus):
+            share = sorted(s for s, home in homes.items() if home == uuid)
+            if not share:
+                continue
+            folder = Path(scratch) / f"gpu{index}"
+            folder.mkdir()
+            folders.append(folder)
+            shares.append(f"{len(share)} on GPU {index}")
+            note(
+                {
+                    "kind": "shard",
+                    "commit": sha,
+                    "gpu_uuid": uuid,
+                    "gpu_index": index,
+                    "series": share,
+                    "time": time.time(),
+                }
+            )
+            args = [
+                "run",
+                "--config",
+                str(shard_config(opts.config, folder)),
+                *common,
+                "--record-samples",
+                *(f"--bench={p}" for p in bench_patterns(share)),
+                *opts.asv_arg,
+            ]
+            runs.append((args, dict(env, CUDA_VISIBLE_DEVICES=uuid)))
+            machine_files.append(folder.parent / f"{folder.name}.asv-machine.json")
+            shutil.copyfile(machine_file_path(), machine_files[-1])
+        log(f"{label}: {len(series)} series on {len(runs)} GPUs at once ({', '.join(shares)})")
+        statuses = run_asv_together(runs, repo, machine_files)
+        documents, name, machine_json = [], None, None
+        for folder in folders:
+            for path in sorted((folder / opts.machine).glob(f"{sha[:8]}-*.json")):
+                documents.append(json.loads(path.read_text(encoding="utf-8")))
+                name = path.name
+            if (folder / opts.machine / "machine.json").is_file():
+                machine_json = folder / opts.machine / "machine.json"
+        if documents:
+            (results_dir / opts.machine).mkdir(parents=True, exist_ok=True)
+            stored_machine = results_dir / opts.machine / "machine.json"
+            if machine_json is not None and not stored_machine.exists():
+                shutil.copyfile(machine_json, stored_machine)
+            write_atomically(results_dir / opts.machine / name, merge_results(documents))
+    return max(statuses) if statuses else 1

@@ -70,6 +70,8 @@ CASES = [
     Case("history-machine-not-recorded", f"{HISTORY} HEAD --machine never-recorded", 2, "run `python -m gemmbench machine --name never-recorded` first"),
     Case("history-no-machine", f"{HISTORY} HEAD", 2, "the following arguments are required: --machine"),
     Case("history-unknown-option", f"{HISTORY} HEAD --machine cpu --bogus", 2, "unrecognized arguments: --bogus"),
+    Case("history-machine-not-plain", f"{HISTORY} HEAD --machine 'ünï'", 2, "--machine 'ünï' is not a plain folder name; use letters, digits"),
+    Case("history-asv-arg-refused", f"{HISTORY} HEAD --machine cpu --asv-arg=--bogus", 2, "asv refused its arguments from --asv-arg --bogus (unrecognized arguments: --bogus)"),
     Case("check-results-missing-folder", f"{CHECK}", 2, "results does not exist", cwd="scratch"),
     Case("check-results-not-a-folder", f"{CHECK}", 2, "is not a folder", cwd="scratch", files=(("results", "a file"),)),
     Case("check-results-results-list", f"{CHECK}", 1, "results is list, asv expects an object", cwd="scratch", files=stored_result(results=[]), lines=2),

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from gemmbench import exitcodes, gate_decision, machine
+from gemmbench import exitcodes, gate_decision, machine_record
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -25,8 +26,8 @@ def test_commands_use_the_table():
     registered in `python -m gemmbench` has a row."""
     assert set(gate_decision.EXIT_CODES.values()) <= set(exitcodes.COMMANDS["gate"])
     assert gate_decision.EXIT_CODES[gate_decision.INCONCLUSIVE] == exitcodes.INCONCLUSIVE
-    assert machine.EXIT_IDENTITY_MISMATCH == exitcodes.IDENTITY_MISMATCH == 5
-    assert machine.EXIT_NO_GPU == exitcodes.INFRASTRUCTURE
+    assert machine_record.EXIT_IDENTITY_MISMATCH == exitcodes.IDENTITY_MISMATCH == 5
+    assert machine_record.EXIT_NO_GPU == exitcodes.INFRASTRUCTURE
     from gemmbench.__main__ import COMMANDS
 
     assert set(COMMANDS) <= set(exitcodes.COMMANDS)
@@ -61,3 +62,69 @@ def test_help_lists_every_code_of_the_command(command):
 def test_epilog_refuses_a_code_the_command_never_returns():
     with pytest.raises(ValueError, match="does not return"):
         exitcodes.epilog("report", {3: "inconclusive"})
+
+
+class TestUnexpectedError:
+    """Tests for `cli.run_command`: an exception no command expected exits 4, never 1."""
+
+    def force_raise(self, monkeypatch, tmp_path, module: str):
+        """Make ``module``'s main raise, as a bug deep inside a command would."""
+        import importlib
+        import tempfile
+
+        def broken(argv):
+            raise ZeroDivisionError("planted failure\nsecond line of the message")
+
+        monkeypatch.setattr(importlib.import_module(module), "main", broken)
+        monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+
+    def assert_one_line_and_log(self, capsys, tmp_path, code: int, command: str):
+        assert code == exitcodes.INFRASTRUCTURE != exitcodes.FAILED
+        lines = capsys.readouterr().err.strip().splitlines()
+        assert len(lines) == 1, lines
+        assert lines[0].startswith(f"gemmbench {command}: unexpected error ZeroDivisionError")
+        assert "planted failure" in lines[0] and "second line" not in lines[0]
+        (log,) = tmp_path.glob(f"gemmbench-{command}-*.log")
+        assert str(log) in lines[0]
+        text = log.read_text()
+        assert "Traceback (most recent call last)" in text and "in broken" in text
+
+    @pytest.mark.parametrize(
+        ("command", "module"),
+        [("check-results", "gemmbench.results"), ("history", "gemmbench.history")],
+    )
+    def test_command_forced_to_raise(self, monkeypatch, capsys, tmp_path, command, module):
+        """`python -m gemmbench COMMAND` whose main raises: exit 4, one line naming the
+        exception and the log file, and the log holds the traceback."""
+        from gemmbench.__main__ import main
+
+        self.force_raise(monkeypatch, tmp_path, module)
+        code = main([command, "--anything"])
+        self.assert_one_line_and_log(capsys, tmp_path, code, command)
+
+    def test_gemm_report_entry_point(self, monkeypatch, capsys, tmp_path):
+        """The gemm-report script goes through the same rule."""
+        from gemmbench.__main__ import report
+
+        self.force_raise(monkeypatch, tmp_path, "gemmbench.report")
+        self.assert_one_line_and_log(capsys, tmp_path, report([]), "report")
+
+    def test_in_a_real_process(self, tmp_path):
+        """End to end: a command that cannot even be imported exits 4 in one line."""
+        (tmp_path / "gemmbench_broken_cmd.py").write_text("raise ImportError('planted')\n")
+        code = (
+            "import sys; from gemmbench import __main__ as m; "
+            "m.COMMANDS['check-results'] = ('gemmbench_broken_cmd', ''); "
+            "sys.exit(m.main(['check-results']))"
+        )
+        done = subprocess.run(
+            [sys.executable, "-c", code],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            env={**os.environ, "TMPDIR": str(tmp_path)},
+        )
+        assert done.returncode == exitcodes.INFRASTRUCTURE, done.stderr
+        assert len(done.stderr.strip().splitlines()) == 1
+        assert "unexpected error ImportError: planted" in done.stderr
+        assert list(tmp_path.glob("gemmbench-check-results-*.log"))

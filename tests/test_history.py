@@ -18,7 +18,7 @@ from fake_gpus import UUIDS as FAKE_UUIDS
 from fake_gpus import install_smi
 from gitrepo import git
 
-from gemmbench import history, results, shard
+from gemmbench import history, history_install, history_run, results, shard
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 MACHINE = "cpu-fixture"
@@ -214,7 +214,9 @@ def history_command(project, *extra: str) -> list[str]:
 
 
 def result_file(project, sha: str) -> Path | None:
-    found = history.stored_result_files(project["repo"] / ".asv" / "results", MACHINE, sha, True)
+    found = history_run.stored_result_files(
+        project["repo"] / ".asv" / "results", MACHINE, sha, True
+    )
     return found[0] if found else None
 
 
@@ -231,13 +233,51 @@ class TestCommitsIn:
     def test_range_and_single(self, project):
         """A..B lists the commits after A oldest first; one name is that commit."""
         shas = project["shas"]
-        assert history.commits_in(project["repo"], f"{shas[0]}..main") == shas[1:]
-        assert history.commits_in(project["repo"], shas[2]) == [shas[2]]
+        assert history_install.commits_in(project["repo"], f"{shas[0]}..main") == shas[1:]
+        assert history_install.commits_in(project["repo"], shas[2]) == [shas[2]]
 
     def test_unknown(self, project):
         """An unknown revision is a clear setup error."""
-        with pytest.raises(history.HistoryError, match="does not know"):
-            history.commits_in(project["repo"], "no-such-branch..main")
+        with pytest.raises(history_install.HistoryError, match="does not know"):
+            history_install.commits_in(project["repo"], "no-such-branch..main")
+
+
+class TestAsvRefusal:
+    """Tests for `asv_refusal`: --asv-arg checked by asv's own parser before any work."""
+
+    def test_refused_and_taken(self):
+        """An option asv does not have is named; options it has pass."""
+        assert "unrecognized arguments: --bogus" in history_run.asv_refusal(["--bogus"])
+        assert history_run.asv_refusal(["-a", "rounds=1", "--quick"]) is None
+        assert history_run.asv_refusal([]) is None
+
+
+class TestSummarizeConditions:
+    """Tests for `summarize_conditions`: the GPU states a commit's benchmark processes logged."""
+
+    def test_throttled_and_busy_are_told_apart(self, tmp_path):
+        """A thermal slowdown warns THROTTLED naming it, other processes warn BUSY, the power cap
+        alone warns nothing, and states from before the run are not counted."""
+        calm = {"sm_clock_mhz": 1980, "temperature_c": 40, "clock_event_reasons": ["sw_power_cap"]}
+        hot = {**calm, "temperature_c": 88, "throttle_reasons": ["hw_thermal_slowdown"]}
+        crowded = {**calm, "other_processes": 2}
+        log = tmp_path / "run-log.jsonl"
+        for when, state in ((1, hot), (10, calm), (11, hot), (12, crowded), (13, crowded)):
+            history_run.append_log(log, {"time": when, "gemm_file": "/g", "gpu_state": state})
+        line, warnings = history_run.summarize_conditions(log, since=5)
+        assert line.startswith("4 benchmark processes: SM 1980-1980 MHz, up to 88 °C")
+        assert len(warnings) == 2
+        assert warnings[0].startswith("GPU THROTTLED in 1 of 4 processes (GPU throttled (")
+        assert "hw_thermal_slowdown" in warnings[0]
+        assert warnings[1].startswith("GPU BUSY: other compute processes ran during 2 of 4")
+        assert history_run.summarize_conditions(log, since=10)[1] == warnings
+        assert history_run.summarize_conditions(log, since=20) == ("no GPU state recorded", [])
+
+    def test_kinds_are_data(self):
+        """Each problem of a state comes with its kind."""
+        state = {"throttle_reasons": ["sw_thermal_slowdown"], "other_processes": 1}
+        kinds = [kind for kind, _ in history_run.state_problems(state)]
+        assert kinds == [history_run.THROTTLED, history_run.BUSY]
 
 
 class TestOfflineHistory:
@@ -417,9 +457,9 @@ class TestHistoryOnSeveralGpus:
             sharded_command(sharded, "--gpus", "all"), repo, env, "history: [2/2]", "GPUs at once"
         )
         assert code == history.EXIT_INTERRUPTED, output
-        first = history.stored_result_files(results_dir, SHARDED_MACHINE, shas[1], True)
+        first = history_run.stored_result_files(results_dir, SHARDED_MACHINE, shas[1], True)
         assert len(first) == 1 and not results.check_result_file(first[0], SHARDED_MACHINE)
-        assert not history.stored_result_files(results_dir, SHARDED_MACHINE, shas[2], True)
+        assert not history_run.stored_result_files(results_dir, SHARDED_MACHINE, shas[2], True)
         assert not list((results_dir / SHARDED_MACHINE).glob("*.partial"))
         first_bytes = first[0].read_bytes()
 
@@ -428,10 +468,10 @@ class TestHistoryOnSeveralGpus:
         assert "already stored, skipped" in done.stdout, done.stdout
         assert first[0].read_bytes() == first_bytes
 
-        homes = history.load_homes(results_dir, SHARDED_MACHINE)
+        homes = shard.load_homes(results_dir, SHARDED_MACHINE)
         assert set(homes.values()) == set(FAKE_UUIDS), "both GPUs have a share"
         for sha in shas[1:]:
-            (path,) = history.stored_result_files(results_dir, SHARDED_MACHINE, sha, True)
+            (path,) = history_run.stored_result_files(results_dir, SHARDED_MACHINE, sha, True)
             document = json.loads(path.read_text())
             assert shard.measured_series(document) == set(homes)
             columns = document["result_columns"]
@@ -441,7 +481,7 @@ class TestHistoryOnSeveralGpus:
                 assert device == FAKE_UUIDS.index(home) + 1, (sha[:8], combo, home)
         again = run_in(repo, env, sharded_command(sharded, "--gpus", "all"), timeout=120)
         assert again.returncode == 0 and again.stdout.count("already stored, skipped") == 2
-        assert history.load_homes(results_dir, SHARDED_MACHINE) == homes
+        assert shard.load_homes(results_dir, SHARDED_MACHINE) == homes
 
         check = run_in(
             repo,
@@ -459,3 +499,63 @@ class TestHistoryOnSeveralGpus:
         )
         graphs = list((repo / ".asv" / "html" / "graphs").rglob("bench_tiny.track_device.json"))
         assert graphs and all(len(json.loads(g.read_text())) == 2 for g in graphs)
+
+
+# --- the caller's environment ---------------------------------------------------------------
+
+
+def tree_digest(folder: Path) -> dict[str, bytes]:
+    """Every file under ``folder`` (bytecode caches aside) and its bytes."""
+    return {
+        str(path.relative_to(folder)): path.read_bytes()
+        for path in sorted(folder.rglob("*"))
+        if path.is_file() and "__pycache__" not in path.parts
+    }
+
+
+class TestCallerEnvironment:
+    """History installs each commit into a throwaway environment, never into --python's."""
+
+    def test_editable_install_left_as_it_was(self, tmp_path_factory):
+        """The README's setup: --python's environment holds an editable install of the project.
+        After a history of a commit that changes the package, that environment is byte for byte
+        what it was, it still imports the working tree, and the stored value is the commit's."""
+        root = tmp_path_factory.mktemp("caller")
+        repo, shas, venv = make_project(root, BENCHMARKS, "base", [(1, 0.001), (3, 0.001)])
+        python = str(venv / "bin" / "python")
+        clean = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+        subprocess.run(
+            [python, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "-e", "."],
+            cwd=repo,
+            env=clean,
+            check=True,
+            capture_output=True,
+        )
+        where = "import tinypkg; print(tinypkg.__file__, tinypkg.MARKER)"
+        editable = run_in(root, clean, [python, "-c", where], timeout=60).stdout.split()
+        assert editable == [str(repo / "tinypkg" / "__init__.py"), "3"]
+        before = tree_digest(venv)
+        assert any(
+            name.startswith("__editable__") for name in map(Path, before) for name in [name.name]
+        )
+
+        home = root / "home"
+        home.mkdir()
+        env = dict(os.environ, HOME=str(home), PYTHONPATH=str(REPO_ROOT))
+        subprocess.run(
+            [sys.executable, "-m", "asv", "machine", "--machine", MACHINE, "--yes"],
+            cwd=repo,
+            env=env,
+            check=True,
+            capture_output=True,
+        )
+        command = history_command({"shas": shas, "python": python})
+        command[4] = f"{shas[0]}..{shas[1]}"  # commit 1 only; the working tree is commit 3
+        done = run_in(repo, env, command, timeout=300)
+        assert done.returncode == 0, done.stdout + done.stderr
+
+        stored = history_run.stored_result_files(repo / ".asv" / "results", MACHINE, shas[1], True)
+        assert [marker_of(path) for path in stored] == [1]  # commit 1's code, not the tree's 3
+        assert tree_digest(venv) == before
+        assert run_in(root, clean, [python, "-c", where], timeout=60).stdout.split() == editable
+        assert not (repo / ".asv" / "env" / f"gemmbench-history-{MACHINE}").exists()

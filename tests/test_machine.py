@@ -1,4 +1,4 @@
-"""Tests for gemmbench.machine: nvidia-smi parsing, GPU identity checks and the no-GPU exit."""
+"""Tests for gemmbench.machine and machine_record: nvidia-smi parsing, GPU identity checks and the no-GPU exit."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import os
 import pytest
 from fake_gpus import install_smi
 
-from gemmbench import machine
+from gemmbench import machine, machine_record
 
 # Captured from an H200 (driver 580) with the state query; the second line is a busy, hot GPU.
 STATE_TEXT = """\
@@ -45,7 +45,7 @@ class TestParseQueryCsv:
 
     def test_not_available_is_none(self):
         """ "[N/A]" values come back as None."""
-        (row,) = machine.parse_query_csv(IDENTITY_TEXT, machine._IDENTITY_SMI_FIELDS)
+        (row,) = machine.parse_query_csv(IDENTITY_TEXT, machine_record._IDENTITY_SMI_FIELDS)
         assert row["mig.mode.current"] is None
         assert row["name"] == "NVIDIA H200"
 
@@ -140,15 +140,19 @@ class TestClocksLocked:
 
     def test_default_clocks(self):
         """Application clocks at their defaults, no setting reason: not locked."""
-        (row,) = machine.parse_query_csv(IDENTITY_TEXT, machine._IDENTITY_SMI_FIELDS)
-        assert machine.clocks_locked(row) == "no"
+        (row,) = machine.parse_query_csv(IDENTITY_TEXT, machine_record._IDENTITY_SMI_FIELDS)
+        assert machine_record.clocks_locked(row) == "no"
 
     def test_locked(self):
         """Non-default application clocks or the setting reason mean locked."""
-        (row,) = machine.parse_query_csv(IDENTITY_TEXT, machine._IDENTITY_SMI_FIELDS)
-        assert machine.clocks_locked({**row, "clocks.applications.graphics": "1410"}) == "yes"
-        assert machine.clocks_locked({**row, "clocks_event_reasons.active": "0x2"}) == "yes"
-        assert machine.clocks_locked({**row, "clocks.applications.graphics": None}) == "unknown"
+        (row,) = machine.parse_query_csv(IDENTITY_TEXT, machine_record._IDENTITY_SMI_FIELDS)
+        assert (
+            machine_record.clocks_locked({**row, "clocks.applications.graphics": "1410"}) == "yes"
+        )
+        assert machine_record.clocks_locked({**row, "clocks_event_reasons.active": "0x2"}) == "yes"
+        assert (
+            machine_record.clocks_locked({**row, "clocks.applications.graphics": None}) == "unknown"
+        )
 
 
 class TestIdentity:
@@ -156,28 +160,28 @@ class TestIdentity:
 
     def test_same_gpu(self):
         """The same fingerprint recorded before is accepted."""
-        assert machine.check_identity("h200", {**FP, "machine": "h200"}, FP) == []
+        assert machine_record.check_identity("h200", {**FP, "machine": "h200"}, FP) == []
 
     def test_other_gpu_refused(self):
         """An H100 under a name recorded for an H200 is reported field by field."""
         h100 = {**FP, "gpu_model": "NVIDIA H100 80GB HBM3", "gpu_memory_mib": "81559"}
-        assert machine.check_identity("h200", FP, h100) == [
+        assert machine_record.check_identity("h200", FP, h100) == [
             "gpu_model: NVIDIA H200 -> NVIDIA H100 80GB HBM3",
             "gpu_memory_mib: 143771 -> 81559",
         ]
 
     def test_cpu_record_has_nothing_to_contradict(self):
         """A machine recorded by plain `asv machine` carries no GPU fields to compare."""
-        assert machine.check_identity("ci", {"machine": "ci", "cpu": "x"}, FP) == []
+        assert machine_record.check_identity("ci", {"machine": "ci", "cpu": "x"}, FP) == []
 
     def test_default_name(self):
         """The default machine name is a slug of the GPU model."""
-        assert machine.default_name(FP) == "nvidia-h200"
+        assert machine_record.default_name(FP) == "nvidia-h200"
 
 
 def record_machine(name: str, machine_file, results_dir) -> int:
     """`gemmbench machine --name NAME` with its record file and results folder given."""
-    return machine.main(
+    return machine_record.main(
         ["--name", name, "--machine-file", str(machine_file), "--results-dir", str(results_dir)]
     )
 
@@ -191,9 +195,9 @@ class TestMain:
         def no_gpu():
             raise machine.NoGpuError("CUDA reports no usable device")
 
-        monkeypatch.setattr(machine, "fingerprint", no_gpu)
+        monkeypatch.setattr(machine_record, "fingerprint", no_gpu)
         machine_file = tmp_path / "asv-machine.json"
-        assert machine.main(["--name", "h200", "--machine-file", str(machine_file)]) == 4
+        assert machine_record.main(["--name", "h200", "--machine-file", str(machine_file)]) == 4
         err = capsys.readouterr().err.strip()
         assert err.startswith("gemmbench machine: no usable NVIDIA GPU")
         assert len(err.splitlines()) == 1
@@ -206,22 +210,22 @@ class TestMain:
         assert status in (0, 4)
         if status == 0:
             record = json.loads(machine_file.read_text())["probe"]
-            assert set(machine.IDENTITY_FIELDS) <= set(record)
+            assert set(machine_record.IDENTITY_FIELDS) <= set(record)
 
     def test_refuses_mixing(self, tmp_path, monkeypatch, capsys):
         """A name recorded with an H200 is refused on an H100 (exit 5), and not overwritten."""
         h100 = {**FP, "gpu_model": "NVIDIA H100 80GB HBM3"}
-        monkeypatch.setattr(machine, "fingerprint", lambda: h100)
+        monkeypatch.setattr(machine_record, "fingerprint", lambda: h100)
         monkeypatch.setattr(machine, "gpu_state", lambda: machine.state_from_row({}, 0))
         machine_file = tmp_path / "asv-machine.json"
-        machine.save_record("h200", {**FP, "machine": "h200"}, machine_file)
+        machine_record.save_record("h200", {**FP, "machine": "h200"}, machine_file)
         assert record_machine("h200", machine_file, tmp_path) == 5
         assert "gpu_model: NVIDIA H200 -> NVIDIA H100" in capsys.readouterr().err
         assert json.loads(machine_file.read_text())["h200"]["gpu_model"] == "NVIDIA H200"
 
     def test_records_fingerprint(self, tmp_path, monkeypatch):
         """The record holds asv's host fields plus the GPU fingerprint under the given name."""
-        monkeypatch.setattr(machine, "fingerprint", lambda: dict(FP))
+        monkeypatch.setattr(machine_record, "fingerprint", lambda: dict(FP))
         monkeypatch.setattr(machine, "gpu_state", lambda: machine.state_from_row({}, 0))
         machine_file = tmp_path / "asv-machine.json"
         assert record_machine("h200", machine_file, tmp_path) == 0
@@ -299,7 +303,7 @@ class TestMachineGpus:
     """Tests for `machine --gpus`: UUIDs recorded, a changed device refused."""
 
     def run(self, tmp_path, *extra):
-        return machine.main(
+        return machine_record.main(
             [
                 "--name",
                 "h200x2",
@@ -313,7 +317,7 @@ class TestMachineGpus:
 
     @pytest.fixture
     def fake_gpu(self, monkeypatch):
-        monkeypatch.setattr(machine, "fingerprint", lambda: dict(FP))
+        monkeypatch.setattr(machine_record, "fingerprint", lambda: dict(FP))
         monkeypatch.setattr(machine, "gpu_state", lambda: machine.state_from_row({}, 0))
 
     def test_records_uuids_and_refuses_a_swap(self, tmp_path, two_gpu_host, fake_gpu, capsys):
@@ -324,14 +328,14 @@ class TestMachineGpus:
         record = json.loads((tmp_path / "m.json").read_text())["h200x2"]
         assert record["gpu_uuids"] == f"{a},{b}"
         capsys.readouterr()
-        assert self.run(tmp_path, "--gpus", "1") == machine.EXIT_IDENTITY_MISMATCH
+        assert self.run(tmp_path, "--gpus", "1") == machine_record.EXIT_IDENTITY_MISMATCH
         err = capsys.readouterr().err.strip()
         assert len(err.splitlines()) == 1 and f"GPU 0: {a} -> {b}" in err
         assert json.loads((tmp_path / "m.json").read_text())["h200x2"]["gpu_uuids"] == f"{a},{b}"
 
     def test_old_record_without_uuids_still_accepted(self, tmp_path, two_gpu_host, fake_gpu):
         """A single-GPU record from before UUIDs has nothing to contradict."""
-        machine.save_record("h200x2", {**FP, "machine": "h200x2"}, tmp_path / "m.json")
+        machine_record.save_record("h200x2", {**FP, "machine": "h200x2"}, tmp_path / "m.json")
         assert self.run(tmp_path) == 0
 
     def test_bad_gpus_is_usage(self, tmp_path, two_gpu_host, fake_gpu, capsys):
@@ -348,5 +352,77 @@ class TestMachineGpus:
         (tmp_path / "m.json").unlink()
         assert self.run(tmp_path, "--gpus", "all") == 0
         capsys.readouterr()
-        assert self.run(tmp_path) == machine.EXIT_IDENTITY_MISMATCH
+        assert self.run(tmp_path) == machine_record.EXIT_IDENTITY_MISMATCH
         assert "is recorded but not used" in capsys.readouterr().err
+
+
+class TestNoDriver:
+    """Without any NVIDIA driver, every command says so; CUDA's own words would call the
+    missing driver "insufficient" (too old)."""
+
+    @pytest.fixture
+    def cuda_refuses(self, monkeypatch):
+        """CuPy as it behaves without libcuda.so.1: the runtime answers cudaErrorInsufficientDriver."""
+        cupy = pytest.importorskip("cupy")
+        from cupy_backends.cuda.api.runtime import CUDARuntimeError
+
+        def insufficient():
+            raise CUDARuntimeError(35)  # cudaErrorInsufficientDriver
+
+        monkeypatch.setattr(cupy.cuda.runtime, "getDeviceCount", insufficient)
+
+    @pytest.fixture
+    def no_driver(self, monkeypatch, cuda_refuses):
+        monkeypatch.setattr(machine, "nvidia_driver_found", lambda: False)
+        monkeypatch.setattr("ctypes.util.find_library", lambda name: None)
+
+    @staticmethod
+    def assert_true_words(text: str):
+        assert "no NVIDIA driver found" in text and "insufficient" not in text, text
+
+    def test_machine_report_and_tune_say_no_driver(self, no_driver, tmp_path, capsys):
+        """machine's fingerprint, report and tune name the missing driver, in one line each."""
+        from gemmbench import report, tune
+
+        self.assert_true_words(machine.no_gpu_reason())
+        with pytest.raises(machine.NoGpuError) as raised:
+            machine_record.fingerprint()
+        self.assert_true_words(str(raised.value))
+        capsys.readouterr()
+        assert machine_record.main(["--machine-file", str(tmp_path / "m.json")]) == 4
+        assert report.main([]) == 4
+        table, doc = tmp_path / "t.py", tmp_path / "t.md"
+        assert tune.main(["64", "--table", str(table), "--doc", str(doc)]) == 4
+        lines = capsys.readouterr().err.strip().splitlines()
+        assert len(lines) == 3
+        for line in lines:
+            self.assert_true_words(line)
+
+    def test_gemm_says_no_driver(self, no_driver):
+        """gemm's own device check, which matmul runs first, says the same."""
+        import numpy
+
+        import gemm
+
+        with pytest.raises(gemm.NoDeviceError) as raised:
+            gemm.matmul(numpy.ones((2, 2), numpy.float32), numpy.ones((2, 2), numpy.float32))
+        self.assert_true_words(str(raised.value))
+
+    def test_a_present_driver_keeps_cudas_words(self, monkeypatch, cuda_refuses):
+        """With the driver there, an old one is what CUDA says it is."""
+        monkeypatch.setattr(machine, "nvidia_driver_found", lambda: True)
+        reason = machine.no_gpu_reason()
+        assert "insufficient" in reason and "no NVIDIA driver found" not in reason
+
+    def test_this_machine(self):
+        """End to end on this machine: without a loadable driver, report names it."""
+        if machine.nvidia_driver_found():
+            pytest.skip("an NVIDIA driver is installed here")
+        import subprocess
+        import sys
+
+        done = subprocess.run(
+            [sys.executable, "-m", "gemmbench", "report"], capture_output=True, text=True
+        )
+        assert done.returncode == 4
+        self.assert_true_words(done.stderr)

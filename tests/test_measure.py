@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from gemmbench import exitcodes, measure, report, results
+from gemmbench import cli, exitcodes, measure, report
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 VARIANTS = ["naive", "tiled", "coarsened", "cublas"]
@@ -100,7 +100,7 @@ class TestReportArguments:
 
     def test_writable_json_leaves_no_file(self, tmp_path):
         """Checking a new path creates nothing."""
-        assert results.cannot_write(str(tmp_path / "r.json"), "--json") is None
+        assert cli.cannot_write(str(tmp_path / "r.json"), "--json") is None
         assert list(tmp_path.iterdir()) == []
 
 

@@ -324,11 +324,11 @@ def test_empty_runner_list_says_so(tmp_path, origin):
 
 def test_machine_name_rule_is_shared():
     """check-results and machine refuse the folder names that the push refuses."""
-    from gemmbench import results
+    from gemmbench import cli
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts" / "ci"))
     import push_results
 
-    assert results.MACHINE_NAME.pattern == push_results.MACHINE.pattern
+    assert cli.MACHINE_NAME.pattern == push_results.MACHINE.pattern
     for name in ("", ".", "..", "../x", "a/b", "-x", "h200", "nvidia-h200.1"):
-        assert (results.bad_machine_name(name) is None) == push_results.plain_folder_name(name)
+        assert (cli.bad_machine_name(name) is None) == push_results.plain_folder_name(name)

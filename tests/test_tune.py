@@ -15,7 +15,7 @@ import pytest
 
 from gemm import VARIANTS, dispatch
 from gemm.variants import config_name
-from gemmbench import measure, tune
+from gemmbench import machine, measure, tune, tune_table
 
 COARSENED = VARIANTS["coarsened"]
 
@@ -56,7 +56,7 @@ class TestPick:
     def test_fastest_per_class(self):
         """One shape in a class: the fastest candidate wins."""
         rows = [row((1024, 1024, 16384), "A", 1, 2.0), row((1024, 1024, 16384), "A", 3, 1.0)]
-        assert tune.pick(rows) == {"1024x1024x16384": ("A", 3)}
+        assert tune_table.pick(rows) == {"1024x1024x16384": ("A", 3)}
 
     def test_geometric_mean_over_a_class(self):
         """2048³ and 2100×2048×2048 share a class: the candidate best over both wins, not the
@@ -69,12 +69,15 @@ class TestPick:
             row((2049, 2049, 2049), "A", 1, 1.60),
             row((2049, 2049, 2049), "B", 1, 1.70),
         ]
-        assert tune.pick(rows) == {"2048x2048x2048": ("B", 1), "2048x2048x2048-scalar": ("A", 1)}
+        assert tune_table.pick(rows) == {
+            "2048x2048x2048": ("B", 1),
+            "2048x2048x2048-scalar": ("A", 1),
+        }
 
     def test_tie_prefers_fewer_splits(self):
         """Equal times: the unsplit candidate wins (no workspace pass for nothing)."""
         rows = [row((64, 64, 8192), "A", 2, 1.0), row((64, 64, 8192), "A", 1, 1.0)]
-        assert tune.pick(rows) == {"64x64x8192": ("A", 1)}
+        assert tune_table.pick(rows) == {"64x64x8192": ("A", 1)}
 
 
 class TestTableFile:
@@ -95,26 +98,33 @@ class TestTableFile:
     def test_round_trip(self):
         """The written module defines exactly the table it was given."""
         namespace: dict = {}
-        exec(tune.render_table(self.TABLES), namespace)
+        exec(tune_table.render_table(self.TABLES), namespace)
         assert namespace["TABLES"] == self.TABLES
 
     def test_empty_table(self):
         """An empty table writes as {} (the state before any tuning)."""
         namespace: dict = {}
-        exec(tune.render_table({}), namespace)
+        exec(tune_table.render_table({}), namespace)
         assert namespace["TABLES"] == {}
 
     @pytest.mark.skipif(
-        shutil.which("ruff") is None and not tune.REPO.joinpath(".venv/bin/ruff").exists(),
+        shutil.which("ruff") is None and not tune_table.REPO.joinpath(".venv/bin/ruff").exists(),
         reason="ruff not installed (the lint extra)",
     )
     def test_ruff_format_keeps_it(self, tmp_path):
         """The written file is already as ruff formats it, so lint stays clean after a tuning run."""
-        ruff = shutil.which("ruff") or str(tune.REPO / ".venv" / "bin" / "ruff")
+        ruff = shutil.which("ruff") or str(tune_table.REPO / ".venv" / "bin" / "ruff")
         path = tmp_path / "dispatch_table.py"
-        path.write_text(tune.render_table(self.TABLES))
+        path.write_text(tune_table.render_table(self.TABLES))
         done = subprocess.run(
-            [ruff, "format", "--check", "--config", str(tune.REPO / "pyproject.toml"), str(path)],
+            [
+                ruff,
+                "format",
+                "--check",
+                "--config",
+                str(tune_table.REPO / "pyproject.toml"),
+                str(path),
+            ],
             capture_output=True,
             text=True,
         )
@@ -127,13 +137,13 @@ class TestDoc:
     def test_replaces_only_this_gpu(self):
         """A second run replaces its GPU's section and keeps the others and the prose."""
         doc = "# Tuning\n\nprose\n"
-        first = tune.replace_section(
+        first = tune_table.replace_section(
             doc, "GPU A", "<!-- tune: GPU A begin -->\nold\n<!-- tune: GPU A end -->"
         )
-        both = tune.replace_section(
+        both = tune_table.replace_section(
             first, "GPU B", "<!-- tune: GPU B begin -->\nb\n<!-- tune: GPU B end -->"
         )
-        again = tune.replace_section(
+        again = tune_table.replace_section(
             both, "GPU A", "<!-- tune: GPU A begin -->\nnew\n<!-- tune: GPU A end -->"
         )
         assert "prose" in again and "new" in again and "old" not in again and "\nb\n" in again
@@ -147,7 +157,7 @@ class TestCommandLine:
             [sys.executable, "-m", "gemmbench", "tune", *args],
             capture_output=True,
             text=True,
-            cwd=tune.REPO,
+            cwd=tune_table.REPO,
         )
 
     def test_dry_run_lists_candidates(self):
@@ -199,8 +209,6 @@ class TestCommandLine:
 
     def test_interrupt_leaves_table_and_doc(self, tmp_path, monkeypatch, capsys):
         """Ctrl-C while measuring exits 130 with one line, and writes neither the table nor the doc."""
-        import gemm._api
-
         table, doc = tmp_path / "t.py", tmp_path / "t.md"
         table.write_text("old table\n")
         doc.write_text("old doc\n")
@@ -208,7 +216,7 @@ class TestCommandLine:
         def interrupted(shapes, args):
             raise KeyboardInterrupt
 
-        monkeypatch.setattr(gemm._api, "_require_device", lambda: None)
+        monkeypatch.setattr(machine, "no_gpu_reason", lambda: None)
         monkeypatch.setattr(tune, "run", interrupted)
         monkeypatch.setattr(tune.dispatch, "current_gpu", lambda: None)
         code = tune.main(["64", "--table", str(table), "--doc", str(doc)])
@@ -490,11 +498,9 @@ class TestMainThroughMeasure:
 
     @pytest.fixture
     def paths(self, tmp_path, monkeypatch, double):
-        import gemm._api
-
-        monkeypatch.setattr(gemm._api, "_require_device", lambda: None)
+        monkeypatch.setattr(machine, "no_gpu_reason", lambda: None)
         monkeypatch.setattr(
-            tune,
+            tune_table,
             "TABLES",
             {
                 "Test GPU": {

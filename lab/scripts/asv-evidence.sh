@@ -65,7 +65,7 @@ import sys
 from pathlib import Path
 
 from gemmbench.git import detached_worktrees
-from gemmbench.history import install
+from gemmbench.history_install import install
 
 repo, sha, python = sys.argv[1:4]
 with detached_worktrees(Path(repo), {"commit": sha}, "asv-evidence-install-") as trees:

@@ -1,0 +1,80 @@
+"""What every command line shares: its parser, name and path checks, and the last-resort handler."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+import tempfile
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+
+from . import exitcodes
+
+# A machine's results folder: one plain name (not '', '.', '..' nor a path). The same rule as
+# scripts/ci/push_results.py's MACHINE (a test keeps the two equal).
+MACHINE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+MACHINE_NAME_RULE = (
+    "use letters, digits, '.', '_' or '-' (at most 64, starting with a letter or digit)"
+)
+
+
+class OneLineErrorParser(argparse.ArgumentParser):
+    """argparse, with a usage error as one line on stderr (exit 2) rather than the usage text."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: {message}; see --help\n")
+
+
+def bad_machine_name(name: str, option: str = "--machine") -> str | None:
+    """Why ``name`` cannot be a machine's results folder (None if it can)."""
+    if MACHINE_NAME.match(name) and ".." not in name:
+        return None
+    return f"{option} {name!r} is not a plain folder name; {MACHINE_NAME_RULE}"
+
+
+def cannot_write(path: str | Path, option: str) -> str | None:
+    """Why ``path`` cannot be written (None if it can), found by opening it, before any GPU work.
+
+    A file this creates is removed again, so a run that stops early leaves nothing behind.
+    """
+    target = Path(path)
+    existed = target.exists()
+    try:
+        with open(target, "a", encoding="utf-8"):
+            pass
+    except OSError as exc:
+        return f"cannot write {option} {path}: {exc.strerror or exc}; pass a writable path"
+    if not existed:
+        target.unlink()
+    return None
+
+
+def run_command(name: str, main: Callable[[list[str]], int], argv: list[str]) -> int:
+    """``main(argv)``'s exit code; an exception it did not expect becomes exit 4 (infrastructure,
+    never 1, which means a regression), told in one line on stderr that names the exception and
+    the log file holding its traceback."""
+    try:
+        return main(argv)
+    except KeyboardInterrupt:
+        print(f"gemmbench {name}: interrupted", file=sys.stderr)
+        return exitcodes.INTERRUPTED
+    except Exception as exc:  # the last resort: everything expected was handled in `main`
+        trace = traceback.format_exc()
+        what = type(exc).__name__
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        try:
+            handle, log_path = tempfile.mkstemp(prefix=f"gemmbench-{name}-", suffix=".log")
+            with os.fdopen(handle, "w", encoding="utf-8") as log:
+                log.write(f"gemmbench {name} {' '.join(argv)}\n{trace}")
+            where = f"traceback in {log_path}"
+        except OSError as log_error:
+            where = f"its traceback could not be written ({log_error.strerror or log_error})"
+        print(
+            f"gemmbench {name}: unexpected error {what}{': ' + first if first else ''}; {where}; "
+            "this is a fault of the harness, not a regression: please report it",
+            file=sys.stderr,
+        )
+        return exitcodes.INFRASTRUCTURE
