@@ -148,9 +148,12 @@ def test_stage_results(tmp_path):
         assert "Traceback" not in proc.stderr and len(proc.stderr.splitlines()) == 1
 
 
-HARNESS = """import json, os, sys
-json.dump({"harness": %r, "argv": sys.argv[1:], "cwd": os.getcwd()},
-          open(os.environ["GATE_PROBE"], "w"))
+HARNESS = """import json, os, subprocess, sys
+probe = open(os.path.join(%r, "probe-path")).read()
+json.dump({"harness": %r, "argv": sys.argv[1:], "cwd": os.getcwd(), "env": dict(os.environ),
+           "hooks": subprocess.run(["git", "config", "core.hooksPath"], capture_output=True,
+                                   text=True).stdout.strip()},
+          open(probe, "w"))
 sys.exit(%d)
 """
 
@@ -165,20 +168,21 @@ def test_gate_runs_the_base_harness(tmp_path):
     # A stand-in harness: the real gate needs a GPU; this one records who ran it and how.
     (path / "scripts" / "_env.sh").write_text("PY=$GEMM_PYTHON\nexport PY\n")
     (path / "gemmbench" / "__init__.py").write_text("")
-    (path / "gemmbench" / "__main__.py").write_text(HARNESS % ("base", 1))
+    (path / "gemmbench" / "__main__.py").write_text(HARNESS % (str(path), "base", 1))
     (path / "thresholds.toml").write_text("# base\n")
     git(path, "add", ".")
     git(path, "commit", "-q", "-m", "base")
     base = git(path, "rev-parse", "HEAD")
     git(path, "checkout", "-q", "-b", "pr")
-    (path / "gemmbench" / "__main__.py").write_text(HARNESS % ("head", 0))
+    (path / "gemmbench" / "__main__.py").write_text(HARNESS % (str(path), "head", 0))
     (path / "thresholds.toml").write_text("# head: loosened\n")
     git(path, "commit", "-q", "-am", "head rewrites the gate")
     head = git(path, "rev-parse", "HEAD")
     probe = tmp_path / "probe.json"
-    proc = run("bash", str(CI / "gate.sh"), "main", head, "m1", str(tmp_path / "out"), cwd=path,
-               env={"GEMM_PYTHON": sys.executable, "GATE_PROBE": str(probe),
-                    "GITHUB_STEP_SUMMARY": str(tmp_path / "summary.md")})  # fmt: skip
+    (path / "probe-path").write_text(str(probe))  # the gate passes no GATE_PROBE variable on
+    proc = run("bash", str(CI / "gate.sh"), "--python", sys.executable, "main", head, "m1",
+               str(tmp_path / "out"), cwd=path,
+               env={"GITHUB_STEP_SUMMARY": str(tmp_path / "summary.md")})  # fmt: skip
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "::error title=Performance regression::" in proc.stdout
     seen = json.loads(probe.read_text())
