@@ -280,3 +280,39 @@ def test_history_range_refuses_unknown_after(repo):
                "refs/heads/main", "--after", "nope", cwd=path)  # fmt: skip
     assert proc.returncode == 2 and "--after 'nope' is not a commit" in proc.stdout, proc.stdout
     assert len(proc.stdout.splitlines()) == 1 and not proc.stderr
+
+
+def test_history_range_only_main_first_parent_line(repo, monkeypatch):
+    """A manual range that ends on an unmerged branch, or on a merged branch's own commit (main's
+    second parent), is refused with one line; a range ending on main comes back as SHAs."""
+    path, (a, b, c) = repo
+    monkeypatch.chdir(path)
+    git(path, "checkout", "-q", "-b", "feature", b)
+    (path / "g.txt").write_text("unreviewed\n")
+    git(path, "add", "g.txt")
+    git(path, "commit", "-q", "-m", "feature work")
+    feature = git(path, "rev-parse", "HEAD")
+    git(path, "checkout", "-q", "main")
+    choose = history_range.choose
+    for manual in (f"{a}..feature", "feature", f"{a}..{feature}", "main..feature"):
+        with pytest.raises(ValueError, match="is not on main's first-parent line"):
+            choose("workflow_dispatch", "refs/heads/main", c, "", manual)
+    with pytest.raises(ValueError, match="is not A..B"):
+        choose("workflow_dispatch", "refs/heads/main", c, "", f"{a}...feature")
+    # Merged without fast-forward: the feature commit is in main's history, but not first-parent.
+    git(path, "merge", "-q", "--no-ff", "-m", "merge feature", "feature")
+    merge = git(path, "rev-parse", "HEAD")
+    with pytest.raises(ValueError, match="is not on main's first-parent line"):
+        choose("workflow_dispatch", "refs/heads/main", merge, "", f"{a}..{merge}^2")
+    assert choose("workflow_dispatch", "refs/heads/main", merge, "", "main~2..main") == (
+        f"{b}..{merge}"
+    )
+    assert choose("workflow_dispatch", "refs/heads/main", merge, "", "HEAD~1") == c
+    # The command line: exit 1, one annotation line, no range written.
+    out = path.parent / "out"
+    proc = run(sys.executable, str(CI / "history_range.py"), "--event", "workflow_dispatch",
+               "--ref", "refs/heads/main", "--after", merge, "--range", f"{a}..{feature}",
+               env={"GITHUB_OUTPUT": str(out)}, cwd=path)  # fmt: skip
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert proc.stdout.startswith("::error title=Run refused::") and feature[:12] in proc.stdout
+    assert len(proc.stdout.splitlines()) == 1 and not out.exists()
