@@ -21,9 +21,11 @@ GIT = shutil.which("git")
 # What the gate passes on to the judge besides what it sets itself (gate.sh's KEEP, and PATH).
 ALLOWED = {
     "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "TERM", "NO_COLOR", "CI", "GITHUB_ACTIONS",
-    "RUNNER_TEMP", "GITHUB_STEP_SUMMARY", "CUDA_VISIBLE_DEVICES", "PATH",
+    "RUNNER_TEMP", "GITHUB_STEP_SUMMARY", "CUDA_VISIBLE_DEVICES", "PATH", "PIP_INDEX_URL",
+    "PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS",
 }  # fmt: skip
 SET_BY_GATE = {"TMPDIR", "CUPY_CACHE_DIR", "CUDA_CACHE_PATH", "GEMM_PYTHON", "GEMM_EXTRAS", "PY"}
+SET_BY_GATE |= {"PYTHONNOUSERSITE", "PIP_CONFIG_FILE"}
 SET_BY_GATE |= {"GIT_CONFIG_NOSYSTEM", "GIT_CONFIG_GLOBAL", "GIT_TERMINAL_PROMPT"}
 SET_BY_GATE |= {"GIT_CONFIG_COUNT", "GIT_CONFIG_KEY_0", "GIT_CONFIG_VALUE_0"}
 SET_BY_GATE |= {"GIT_CONFIG_KEY_1", "GIT_CONFIG_VALUE_1"}
@@ -173,8 +175,9 @@ def test_gate_environment_is_rebuilt(tmp_path):
     repo = tmp_path / "repo"
     base, head = repository(repo, base_files, {"gemm/__init__.py": "x = 1\n"})
     poison.plant(repo)
-    env = {**poison.environment(tmp_path), "LD_PRELOAD": "", "SHELLOPTS": "xtrace"}
+    env = {**poison.environment(tmp_path), "SHELLOPTS": "xtrace", "PYTHONNOUSERSITE": ""}
     env["LD_PRELOAD"] = str(tmp_path / "libpoison.so")  # absent: ld.so warns where it is seen
+    env["PIP_CONFIG_FILE"] = str(tmp_path / "pip.conf")
     done = gate(repo, env, base, head, tmp_path / "out")
     assert done.returncode == 1, done.stdout + done.stderr
     assert "::error title=Performance regression::" in done.stdout
@@ -185,6 +188,8 @@ def test_gate_environment_is_rebuilt(tmp_path):
         assert name not in seen["env"], name
     assert seen["env"]["GEMM_PYTHON"] == sys.executable  # --python, not the job's GEMM_PYTHON
     assert seen["hooks"] == "/dev/null"
+    # A user site or pip configuration planted in HOME stays unread, whatever the job said.
+    assert seen["env"]["PYTHONNOUSERSITE"] == "1" and seen["env"]["PIP_CONFIG_FILE"] == "/dev/null"
     folders = seen["env"]["PATH"].split(os.pathsep)
     assert str(poison.bin) not in folders and folders[0] == str(Path(sys.executable).parent)
     assert poison.ran() == []

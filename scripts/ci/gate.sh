@@ -16,10 +16,12 @@
 set -euo pipefail
 usage="usage: scripts/ci/gate.sh [--python PY] PR_BASE_SHA HEAD_SHA MACHINE OUTDIR [gate options...]"
 
-# The variables the judge may see, beside PATH; every other one is dropped.
+# The variables the judge may see, beside PATH; every other one is dropped. The package index
+# settings only matter without --python, where the judge's venv is installed from the base's lock,
+# every file checked against its hash.
 KEEP=(HOME USER LOGNAME LANG LC_ALL TERM NO_COLOR CI GITHUB_ACTIONS RUNNER_TEMP
-    GITHUB_STEP_SUMMARY CUDA_VISIBLE_DEVICES)
-SYSTEM_PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+    GITHUB_STEP_SUMMARY CUDA_VISIBLE_DEVICES PIP_INDEX_URL PIP_EXTRA_INDEX_URL PIP_FIND_LINKS)
+SYSTEM_PATH=/usr/local/cuda/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 
 if [[ ${1:-} != --env-rebuilt ]]; then
     keep=()
@@ -27,7 +29,8 @@ if [[ ${1:-} != --env-rebuilt ]]; then
         if [[ -n ${!name+set} ]]; then keep+=("$name=${!name}"); fi
     done
     # Absolute paths: PATH is not trusted yet. $BASH is the running shell, set by bash itself.
-    exec /usr/bin/env -i "${keep[@]}" PATH="$SYSTEM_PATH" \
+    # No user site-packages and no pip configuration file: HOME is kept, but not what is in it.
+    exec /usr/bin/env -i "${keep[@]}" PATH="$SYSTEM_PATH" PYTHONNOUSERSITE=1 PIP_CONFIG_FILE=/dev/null \
         GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null GIT_TERMINAL_PROMPT=0 \
         GIT_CONFIG_COUNT=2 GIT_CONFIG_KEY_0=core.hooksPath GIT_CONFIG_VALUE_0=/dev/null \
         GIT_CONFIG_KEY_1=core.fsmonitor GIT_CONFIG_VALUE_1=false \
