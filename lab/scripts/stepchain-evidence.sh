@@ -50,7 +50,7 @@ run() {
     rm -f "$mark"; rm -rf "$work/o"; mkdir -p "$work/home"
     local t0=$SECONDS
     (cd "$clone" && "${env[@]}" bash "$script" --python "$py" base "$head" h200 "$work/o" \
-        --cases coarsened-4096 --gpus one) > "$out/$label.log" 2>&1
+        --cases coarsened-4096 --gpus one) > "$out/${label//[^A-Za-z0-9-]/_}.log" 2>&1
     local rc=$?
     local status; status=$("$py" -c 'import json,sys; print(json.load(open(sys.argv[1]))["status"])' "$work/o/gate.json" 2>/dev/null || echo none)
     printf '%-40s exit %d  gate.json %-12s %3d s  traps ran: %s\n' "$label" "$rc" "$status" $((SECONDS - t0)) "$(sort -u "$mark" 2>/dev/null | tr '\n' ' ' | sed 's/ $//')" | tee -a "$out/summary.txt"
