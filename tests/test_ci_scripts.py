@@ -199,9 +199,13 @@ def test_gate_runs_the_base_harness(tmp_path):
 
 
 def test_gate_usage_error(tmp_path):
-    """gate.sh without its arguments is a usage error (exit 2)."""
+    """gate.sh without its arguments is a usage error (exit 2), and so is a --python that is no
+    absolute path (PATH, which would find it, is the caller's)."""
     proc = run("bash", str(CI / "gate.sh"), "main")
     assert proc.returncode == 2 and "usage:" in proc.stderr
+    proc = run("bash", str(CI / "gate.sh"), "--python", "python3", "a", "b", "m1", str(tmp_path))
+    assert proc.returncode == 2 and "--python needs an absolute path" in proc.stderr
+    assert len(proc.stderr.splitlines()) == 1
 
 
 def test_setup_env_keeps_the_venv(tmp_path):

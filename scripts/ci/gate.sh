@@ -42,6 +42,8 @@ python=""
 if [[ ${1:-} == --python ]]; then
     [[ $# -ge 2 && -n $2 ]] || { echo "$usage" >&2; exit 2; }
     python=$2
+    # An absolute path: a bare name would be looked up on the caller's PATH, which is not trusted.
+    [[ $python == /* ]] || { echo "gate.sh: --python needs an absolute path, not $python" >&2; exit 2; }
     shift 2
 fi
 if [[ $# -lt 4 ]]; then
