@@ -205,7 +205,7 @@ def main(argv: list[str]) -> int:
     # 2. A head with a planted slowdown of coarsened: the gate fails with exit 1.
     harness.git(scratch.work, "checkout", "-q", "-b", "pr-slowdown", base)
     kernel = scratch.work / "gemm" / "kernels" / "03_coarsened.cu"
-    subprocess.run([python, str(scratch.work / "scripts" / "slowdown.py"), "apply",
+    subprocess.run([python, str(scratch.work / "lab" / "scripts" / "slowdown.py"), "apply",
                     SLOWDOWN_PERCENT, str(kernel)], check=True)  # fmt: skip
     head = scratch.commit_all(f"plant a {SLOWDOWN_PERCENT}% slowdown in coarsened", "pr-slowdown")
     expected = {"jobs": {cpu: "succeeded"} if opts.dry_run else
