@@ -226,6 +226,7 @@ def test_setup_env_keeps_the_venv(tmp_path):
         ["scripts/sanitize.sh", "--bogus"],
         ["scripts/ci/ruff.sh", "--bogus"],
         ["scripts/ci/publish.sh", "--bogus"],
+        ["scripts/ci/setup-env.sh", "--extras"],
     ],
     ids=lambda argv: " ".join(argv),
 )

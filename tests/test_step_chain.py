@@ -1,5 +1,8 @@
-"""Earlier steps rigging the gate: scripts/ci/gate.sh run with a poisoned environment and a planted
-git hook, as a head's code run earlier in the same job would leave them, still fails a 3x slower head."""
+"""Earlier steps rigging the gate: gate.sh, run amid what head code could leave, still fails a slower head.
+
+The traps are what a pull request's code, run in an earlier step of the same job, could leave
+behind: a poisoned environment and planted git hooks and configuration (class Poison).
+"""
 
 from __future__ import annotations
 
