@@ -29,13 +29,21 @@ else
             "add $pyver to PYTHONS in scripts/lock.sh and run it, or use GEMM_PYTHON" >&2
         exit 2
     fi
-    extras="$cuda,nvrtc,test,lint"
+    # GEMM_EXTRAS: the extras beside CuPy and NVRTC, comma-separated. Unset: all of them
+    # (test,lint,act), for development and the CPU job; GPU jobs name only what they run
+    # (scripts/ci/setup-env.sh --extras), and the gate's judge none.
+    chosen=${GEMM_EXTRAS-test,lint,act}
+    extras=$cuda,nvrtc${chosen:+,$chosen}
     stamp="$repo/.venv/.installed-$(cat "$repo/pyproject.toml" "$lock" | cksum | cut -d' ' -f1)-$extras"
     if [[ ! -f $stamp ]]; then
-        echo "setting up $repo/.venv from ${lock#"$repo"/} (first run only)..." >&2
+        echo "setting up $repo/.venv from ${lock#"$repo"/} with $extras (first run only)..." >&2
         # --clear: nothing but the lock, even where an older .venv stood.
         python3 -m venv --clear "$repo/.venv"
-        "$repo/.venv/bin/python" -m pip install -q --require-hashes --no-deps -r "$lock" >&2
+        # Only the locked packages those extras need (the lock's own "via" lines say which).
+        python3 "$repo/scripts/lock_subset.py" "$lock" "$repo/pyproject.toml" "$extras" \
+            "$repo/.venv/requirements.txt" || exit 2
+        "$repo/.venv/bin/python" -m pip install -q --require-hashes --no-deps \
+            -r "$repo/.venv/requirements.txt" >&2
         # The project itself, editable and with no downloads: its dependencies are the lock's, and
         # its build uses the locked setuptools (>= 77 reads `license = "MIT"`). Its output is
         # shown on failure only: setuptools prints an "information only" notice for every

@@ -23,7 +23,7 @@ for cuda in "${CUDA_EXTRAS[@]}"; do
     for py in "${PYTHONS[@]}"; do
         out=requirements/lock-$cuda-py$py.txt
         "$tool/venv/bin/uv" pip compile --quiet pyproject.toml requirements/build.in \
-            --extra "$cuda" --extra nvrtc --extra test --extra lint \
+            --extra "$cuda" --extra nvrtc --extra test --extra lint --extra act \
             --python-version "$py" --python-platform x86_64-manylinux_2_28 \
             --generate-hashes --custom-compile-command "bash scripts/lock.sh" \
             --output-file "$out" "$@"

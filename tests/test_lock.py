@@ -49,7 +49,7 @@ def asked_for(cuda: str, python: str) -> list:
     """What _env.sh installs: base dependencies, the extras and the build tools."""
     extras = PYPROJECT["optional-dependencies"]
     lines = [*PYPROJECT["dependencies"]]
-    for extra in (cuda, "nvrtc", "test", "lint"):
+    for extra in (cuda, "nvrtc", "test", "lint", "act"):
         lines += extras[extra]
     build_in = (REPO_ROOT / "requirements" / "build.in").read_text().splitlines()
     lines += [line.split("#")[0].strip() for line in build_in if line.split("#")[0].strip()]

@@ -335,3 +335,82 @@ def test_gate_runs_the_base_harness():
     script = (ROOT / "scripts" / "ci" / "gate.sh").read_text()
     for text in ("git merge-base", "worktree add", '--thresholds "$judge/thresholds.toml"'):
         assert text in script
+
+
+# A step of the verdict job before the gate may run only the base's own scripts (from the base
+# checkout) and nvidia-smi: one command a line, no chaining, no command substitution.
+BASE_COMMAND = re.compile(r"^(bash (scripts|ops)/[\w./-]+\.sh( [^;&|`]*)?|nvidia-smi)$")
+BASE_REF = "${{ github.event.pull_request.base.sha }}"
+
+
+def verdict_job_problems(job: dict) -> list[str]:
+    """Why JOB could run head code before its gate step (or take anything from earlier jobs)."""
+    problems = []
+    job_steps = job.get("steps", [])
+    gate_at = [i for i, s in enumerate(job_steps) if "scripts/ci/gate.sh" in s.get("run", "")]
+    if len(gate_at) != 1:
+        return ["the job has no single gate step"]
+    needs = job.get("needs", [])
+    if set([needs] if isinstance(needs, str) else needs) - {"cpu"}:
+        problems.append(f"needs {job.get('needs')}: only the CPU job, whose results it ignores")
+    if "needs." in json.dumps(job) or "download-artifact" in json.dumps(job):
+        problems.append("takes outputs or artifacts of earlier jobs")
+    for step in job_steps[: gate_at[0]]:
+        name = step.get("name") or step.get("uses")
+        if "uses" in step:
+            options = step.get("with", {})
+            if not step["uses"].startswith("actions/checkout@"):
+                problems.append(f"{name}: runs an action before the gate")
+            elif options.get("ref") != BASE_REF or {"repository", "path"} & options.keys():
+                problems.append(f"{name}: checks out something other than the base")
+            continue
+        run = step.get("run", "")
+        if "GITHUB_ENV" in run or "GITHUB_PATH" in run:
+            problems.append(f"{name}: changes the environment of later steps")
+        for line in filter(None, (line.strip() for line in run.splitlines())):
+            if not BASE_COMMAND.match(line) or "$(" in line:
+                problems.append(f"{name}: runs {line!r}, not a base script")
+    if not job_steps[0].get("uses", "").startswith("actions/checkout@"):
+        problems.append("the first step is not the base's checkout")
+    gate_run = job_steps[gate_at[0]]["run"]
+    if not gate_run.startswith("bash scripts/ci/gate.sh "):
+        problems.append("the gate step does not run the base's scripts/ci/gate.sh")
+    return problems
+
+
+def test_verdict_job_runs_no_head_code():
+    """pr.yml's gate has a job of its own, apart from the GPU suite, on the same gpu-pr runners;
+    before its gate step it only checks out the base and runs the base's scripts."""
+    pr = workflow(WORKFLOW_DIR / "pr.yml")["jobs"]
+    verdict = [j for j, job in pr.items() if "scripts/ci/gate.sh" in json.dumps(job)]
+    assert verdict == ["gate"]
+    gate = pr["gate"]
+    assert verdict_job_problems(gate) == []
+    assert "gpu-suite.sh" not in json.dumps(gate) and "gpu-suite.sh" in json.dumps(pr["gpu"])
+    assert gate["strategy"]["matrix"] == pr["gpu"]["strategy"]["matrix"]
+    assert gate["runs-on"] == pr["gpu"]["runs-on"] == "${{ matrix.labels }}"
+
+
+@pytest.mark.parametrize(
+    "mutation",
+    ["suite before gate", "head checkout", "env write", "chained command", "needs gpu"],
+)
+def test_verdict_job_check_catches(mutation):
+    """The check above fails a verdict job that runs head code or trusts an earlier job."""
+    import copy
+
+    pr = workflow(WORKFLOW_DIR / "pr.yml")["jobs"]
+    job = copy.deepcopy(pr["gate"])
+    at = next(i for i, s in enumerate(job["steps"]) if "ci/gate.sh" in s.get("run", ""))
+    if mutation == "suite before gate":
+        suite = next(s for s in pr["gpu"]["steps"] if "gpu-suite.sh" in s.get("run", ""))
+        job["steps"].insert(at, suite)
+    elif mutation == "head checkout":
+        del job["steps"][0]["with"]["ref"]
+    elif mutation == "env write":
+        job["steps"].insert(at, {"run": 'bash scripts/ci/setup-env.sh >> "$GITHUB_PATH"'})
+    elif mutation == "chained command":
+        job["steps"].insert(at, {"run": "bash scripts/ci/ruff.sh; python -c 'import gemm'"})
+    else:
+        job["needs"] = ["cpu", "gpu"]
+    assert verdict_job_problems(job)

@@ -4,7 +4,7 @@
 
 On the GPU machine (lab/scripts/act-gpu-evidence.sh calls this): pr.yml on a head that changes only
 docs (expected: passes) and on a head with a planted 25% slowdown of `coarsened`
-(lab/scripts/slowdown.py; expected: the gate exits 1 and the GPU job fails), then main.yml on a push
+(lab/scripts/slowdown.py; expected: the gate exits 1 and the gate job fails), then main.yml on a push
 of 3 commits: history on the GPU (HISTORY_BENCH narrows it to coarsened 4096³ time_gemm),
 push-results into a local bare repository standing in for origin, publish and deploy. --dry-run
 (CPU): the same set-up, pr.yml's CPU job only, and main.yml with the GPU stand-in of
@@ -184,13 +184,15 @@ def main(argv: list[str]) -> int:
     base = scratch.commits[0]
     rows = []
     cpu = "lint and CPU tests"
-    gpu = f"GPU suite and gate ({PR_MACHINE})"
+    gpu = f"GPU suite ({PR_MACHINE})"
+    gate = f"regression gate ({PR_MACHINE})"
     job = "cpu" if opts.dry_run else None
 
     # 1. A head that changes nothing that is measured: the gate passes.
     harness.git(scratch.work, "checkout", "-q", "-b", "pr-nochange", base)
     head = scratch.commit("docs only: nothing measured changes", branch="pr-nochange")
-    expected = {"jobs": {cpu: "succeeded"} if opts.dry_run else {cpu: "succeeded", gpu: "succeeded"},
+    expected = {"jobs": {cpu: "succeeded"} if opts.dry_run else
+                {cpu: "succeeded", gpu: "succeeded", gate: "succeeded"},
                 "texts": [] if opts.dry_run else ["gate passed on " + PR_MACHINE], "rc": 0}  # fmt: skip
     run = None
     if "pr-nochange" in only and left() > 60:
@@ -203,10 +205,11 @@ def main(argv: list[str]) -> int:
     # 2. A head with a planted slowdown of coarsened: the gate fails with exit 1.
     harness.git(scratch.work, "checkout", "-q", "-b", "pr-slowdown", base)
     kernel = scratch.work / "gemm" / "kernels" / "03_coarsened.cu"
-    subprocess.run([python, str(scratch.work / "scripts" / "slowdown.py"), "apply",
+    subprocess.run([python, str(scratch.work / "lab" / "scripts" / "slowdown.py"), "apply",
                     SLOWDOWN_PERCENT, str(kernel)], check=True)  # fmt: skip
     head = scratch.commit_all(f"plant a {SLOWDOWN_PERCENT}% slowdown in coarsened", "pr-slowdown")
-    expected = {"jobs": {cpu: "succeeded"} if opts.dry_run else {cpu: "succeeded", gpu: "failed"},
+    expected = {"jobs": {cpu: "succeeded"} if opts.dry_run else
+                {cpu: "succeeded", gpu: "succeeded", gate: "failed"},
                 "texts": [] if opts.dry_run else ["::error title=Performance regression::"]}  # fmt: skip
     run = None
     if "pr-slowdown" in only and left() > 60:

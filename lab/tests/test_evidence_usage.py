@@ -12,7 +12,12 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize(
-    "argv", [["lab/scripts/gate-evidence.sh"], ["lab/scripts/asv-evidence.sh"]]
+    "argv",
+    [
+        ["lab/scripts/gate-evidence.sh"],
+        ["lab/scripts/asv-evidence.sh"],
+        ["lab/scripts/stepchain-evidence.sh"],
+    ],
 )
 def test_script_usage_error(argv):
     """A missing argument is one usage line on stderr and exit 2, before any work."""

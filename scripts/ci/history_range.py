@@ -6,7 +6,9 @@ Prints the range for `gemmbench history`, and writes range=... to $GITHUB_OUTPUT
 manual range if given, else the pushed commits (BEFORE..AFTER) when BEFORE is an ancestor of
 AFTER, else the tip alone (a force-push, a new branch, or a manual run without a range). A manual
 run (workflow_dispatch) from any ref but refs/heads/main exits 1: its results would be stored as
-main's history.
+main's history. So does a manual range whose last commit is not on main's first-parent line (the
+commits AFTER's first parents lead through): history installs and runs the code it measures, and
+only main's merged commits were reviewed. A manual range is printed as full SHAs.
 """
 
 from __future__ import annotations
@@ -40,6 +42,45 @@ def is_commit(rev: str) -> bool:
     return proc.returncode == 0
 
 
+def resolve(rev: str) -> str | None:
+    """The full SHA of the commit REV names here, or None."""
+    proc = subprocess.run(
+        ["git", "rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{commit}}"],
+        capture_output=True,
+        text=True,
+    )
+    return proc.stdout.strip() if proc.returncode == 0 else None
+
+
+def on_first_parent_line(sha: str, tip: str) -> bool:
+    """Whether SHA is TIP or one of the commits TIP's first parents lead through."""
+    proc = subprocess.run(
+        ["git", "rev-list", "--first-parent", "--end-of-options", tip],
+        capture_output=True,
+        text=True,
+    )
+    return proc.returncode == 0 and sha in proc.stdout.split()
+
+
+def main_range(manual: str, after: str) -> str:
+    """MANUAL (A..B or B) as full SHAs, if B is on the first-parent line of main's tip AFTER;
+    raises ValueError otherwise. A only limits the range, so it may be any commit."""
+    if manual.startswith("-") or not RANGE.match(manual) or "..." in manual:
+        raise ValueError(f"range {manual!r} is not A..B or one commit; give e.g. abc123..main")
+    start, _, end = manual.rpartition("..") if ".." in manual else ("", "", manual)
+    shas = {}
+    for rev in filter(None, (start, end)):
+        shas[rev] = resolve(rev)
+        if shas[rev] is None:
+            raise ValueError(f"{rev!r} in range {manual!r} is not a commit in this checkout")
+    if not on_first_parent_line(shas[end], after):
+        raise ValueError(
+            f"{end} ({shas[end][:12]}) is not on main's first-parent line; history measures only "
+            "commits merged into main: give a range that ends on main, e.g. abc123..main"
+        )
+    return f"{shas[start]}..{shas[end]}" if start else shas[end]
+
+
 def choose(event: str, ref: str, after: str, before: str = "", manual: str = "") -> str:
     """The revision range to benchmark; raises ValueError with the reason for a refused run."""
     if event == "workflow_dispatch" and ref != MAIN:
@@ -48,9 +89,7 @@ def choose(event: str, ref: str, after: str, before: str = "", manual: str = "")
             "start the run from the main branch"
         )
     if manual:
-        if manual.startswith("-") or not RANGE.match(manual):
-            raise ValueError(f"range {manual!r} is not A..B or one commit; give e.g. abc123..main")
-        return manual
+        return main_range(manual, after)
     if before and before != NULL_SHA and is_ancestor(before, after):
         return f"{before}..{after}"
     return f"{after}~1..{after}"
