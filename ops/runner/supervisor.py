@@ -5,7 +5,8 @@ Each round: register a just-in-time runner through the REST endpoint
 `POST /repos/{owner}/{repo}/actions/runners/generate-jitconfig`, lay out a fresh runner copy, HOME,
 work folder, tool cache and TMPDIR, start the runner's `run.sh` as the job user with an environment
 built from scratch, and when it exits (after its one job) stop every process of the job user,
-delete its files in the shared temporary folders, wipe the whole job area and deregister the runner.
+remove its SysV IPC objects and keyrings, delete its files in the shared folders and the whole job
+area (ops/runner/wipe.py), and deregister the runner.
 
 What the job user can and cannot touch (docs/trust-boundary.md has the attacks this stops):
 - the pristine runner install, the pre-job hook, the GitHub token and this script belong to root;
@@ -15,17 +16,22 @@ What the job user can and cannot touch (docs/trust-boundary.md has the attacks t
   that names the hook;
 - the GitHub token that can register runners is read by root only; the runner gets a one-job
   config through ACTIONS_RUNNER_INPUT_JITCONFIG (not argv, which `ps` shows to every user);
-- HOME, the work folder, the tool cache and TMPDIR are new and empty for every job.
+- HOME, the work folder, the tool cache and TMPDIR are new and empty for every job;
+- the runner starts inside the cgroup v2 `<cgroup root>/job`, killed whole after the job (no pid
+  race), and in a session keyring of its own; a wipe that fails takes the host out of rotation.
 
 Settings come from flags or from GEMM_RUNNER_* variables (the systemd unit's EnvironmentFile);
-ops/runner/gemm-runner@.service and ops/README.md show the installation. Exit codes: 0 when
-stopped or after --jobs jobs, 1 when GitHub keeps refusing or failing, 2 for bad settings.
-Needs Python 3.9+ and util-linux's setpriv; no third-party packages.
+ops/runner/gemm-runner@.service and ops/README.md show the installation. Exit codes (this script's
+own, not gemmbench's): 0 when stopped or after --jobs jobs, 1 when GitHub keeps refusing or
+failing, 2 for bad settings, 3 out of rotation (a wipe failed; the unit does not restart on 3).
+Needs Python 3.9+, util-linux's setpriv and ipcrm, and cgroup v2; no third-party packages.
 """
 
 from __future__ import annotations
 
 import argparse
+import ctypes
+import errno
 import json
 import os
 import pwd
@@ -40,11 +46,15 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from wipe import JobCgroup, WipeError, cgroup2_mount, in_cgroup2, own_cgroup, wipe_job
+
 POOLS = ("gpu-pr", "gpu-history")
 DEFAULT_API = "https://api.github.com"
 DEFAULT_PATH = "/usr/local/cuda/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 DEFAULT_LABELS = "self-hosted,linux,x64,gpu"
-DEFAULT_SWEEP = "/tmp:/var/tmp:/dev/shm"
+# Every place any user may write to on a stock Ubuntu host; wipe.py also looks into their
+# subfolders that the job user can enter (e.g. root's 1777 /tmp/.X11-unix).
+DEFAULT_SWEEP = "/tmp:/var/tmp:/dev/shm:/run/lock:/dev/mqueue"
 # Files the runner writes into its own folder at run time; never copied from the install, where a
 # leftover from a manual `config.sh` would otherwise be served to the job.
 RUNNER_OWN_FILES = {
@@ -61,6 +71,8 @@ RUNNER_OWN_FILES = {
     "run-helper.sh",
 }
 API_ATTEMPTS = 5
+OUT_OF_ROTATION = 3
+OUT_OF_ROTATION_MARKER = "out-of-rotation"
 
 
 class UsageError(Exception):
@@ -93,6 +105,7 @@ class Settings:
     sweep_dirs: list[Path] = field(default_factory=list)
     jobs: int = 0
     stop_timeout: float = 30.0
+    cgroup_root: Path | None = None
 
 
 @dataclass
@@ -184,6 +197,12 @@ def parse_args(argv: list[str] | None) -> Settings:
         f"(default {DEFAULT_SWEEP})",
     )
     p.add_argument(
+        "--cgroup-root",
+        default=opt("CGROUP_ROOT"),
+        help="cgroup v2 folder the supervisor may manage (default: its own cgroup, which the "
+        "unit delegates); each job runs in its subfolder job/",
+    )
+    p.add_argument(
         "--jobs",
         default=opt("JOBS", "0"),
         help="stop after this many runners (default 0: run until stopped)",
@@ -256,6 +275,7 @@ def parse_args(argv: list[str] | None) -> Settings:
         jobs=jobs,
         stop_timeout=stop_timeout,
         sweep_dirs=[Path(d) for d in a.sweep_dirs.split(":") if d],
+        cgroup_root=Path(a.cgroup_root) if a.cgroup_root else None,
     )
 
 
@@ -325,6 +345,41 @@ def check_settings(s: Settings) -> pwd.struct_passwd:
     s.state_dir.mkdir(mode=0o755, parents=True, exist_ok=True)
     _root_owned_readonly(s.state_dir, "state folder")
     return user
+
+
+def check_cgroup(s: Settings) -> JobCgroup:
+    """The cgroup the jobs will run in: a cgroup v2 folder this process may manage."""
+    root = s.cgroup_root or own_cgroup()
+    if root is None or cgroup2_mount() is None:
+        raise UsageError(
+            "no cgroup v2 hierarchy is mounted; jobs must run in a cgroup of their own"
+        )
+    if root == cgroup2_mount() or not in_cgroup2(root) or not root.is_dir():
+        raise UsageError(
+            f"{root} is not a cgroup v2 folder below the root cgroup; run the supervisor from "
+            "its unit (Delegate=yes) or give --cgroup-root"
+        )
+    if not (root / "cgroup.kill").exists() and not (root / "cgroup.freeze").exists():
+        raise UsageError(f"{root} has neither cgroup.kill nor cgroup.freeze: Linux 5.2+ needed")
+    cgroup = JobCgroup(root)
+    try:
+        cgroup.settle()
+    except OSError as exc:
+        raise UsageError(
+            f"cannot manage cgroup {root} ({exc.strerror}); the unit needs Delegate=yes"
+        ) from None
+    return cgroup
+
+
+def check_rotation(s: Settings) -> None:
+    """Refuses to start on a host that an earlier failed wipe took out of rotation."""
+    marker = s.state_dir / OUT_OF_ROTATION_MARKER
+    if marker.exists():
+        reason = marker.read_text(errors="replace").strip().splitlines()[:1] or ["no reason"]
+        raise UsageError(
+            f"out of rotation since a wipe failed ({reason[0]}); clean the host, then "
+            f"delete {marker}"
+        )
 
 
 # --- GitHub -----------------------------------------------------------------------------------
@@ -485,85 +540,47 @@ def job_environment(s: Settings, user: pwd.struct_passwd, area: JobArea, jit: st
     }
 
 
-def _uids_of(pid: str) -> set[int]:
+def join_session_keyring() -> None:
+    """Gives the calling process a new, empty session keyring (keyctl(2), x86_64 and aarch64)."""
+    number = {"x86_64": 250, "aarch64": 219}.get(os.uname().machine)
+    if number is not None:
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.syscall(ctypes.c_long(number), ctypes.c_long(1), None) < 0:
+            if ctypes.get_errno() != errno.ENOSYS:
+                raise OSError(ctypes.get_errno(), "KEYCTL_JOIN_SESSION_KEYRING failed")
+
+
+def wipe(s: Settings, user: pwd.struct_passwd, cgroup: JobCgroup, area: JobArea) -> None:
+    """Leaves nothing of the job (wipe.py says what and in which order); raises WipeError."""
+    counts = wipe_job(cgroup, user, s.sweep_dirs, area.root)
+    if counts["cgroup"] or counts["user"] or counts["ipc"] or counts["shared"]:
+        log(
+            f"wiped: killed {counts['cgroup']} process(es) of the job's cgroup and "
+            f"{counts['user']} more of {user.pw_name}, removed {counts['ipc']} IPC object(s) "
+            f"and {counts['shared']} shared file(s)"
+        )
+
+
+def out_of_rotation(s: Settings, reason: str) -> int:
+    """Marks the host as unsafe for jobs, so no restart runs one; returns OUT_OF_ROTATION."""
+    marker = s.state_dir / OUT_OF_ROTATION_MARKER
     try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("Uid:"):
-                    return {int(x) for x in line.split()[1:]}
-    except OSError:
-        pass
-    return set()
-
-
-def stop_user_processes(uid: int) -> int:
-    """Stops, then kills, every process running as uid, one pid at a time; returns how many."""
-    stopped: set[int] = set()
-    # Stop first, so nothing forks past the scan; repeat until a scan finds nothing new.
-    for _ in range(50):
-        found = {int(p) for p in os.listdir("/proc") if p.isdigit() and uid in _uids_of(p)}
-        new = found - stopped
-        if not new:
-            break
-        for pid in new:
-            try:
-                os.kill(pid, signal.SIGSTOP)
-            except ProcessLookupError:
-                pass
-        stopped |= new
-    for pid in stopped:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        if not any(uid in _uids_of(str(pid)) for pid in stopped):
-            break
-        time.sleep(0.05)
-    return len(stopped)
-
-
-def sweep_shared(dirs: list[Path], uid: int) -> int:
-    """Deletes what the job user left directly in shared folders such as /tmp; returns how many."""
-    removed = 0
-    for folder in dirs:
-        try:
-            entries = list(os.scandir(folder))
-        except OSError:
-            continue
-        for entry in entries:
-            try:
-                if entry.stat(follow_symlinks=False).st_uid != uid:
-                    continue
-                if entry.is_dir(follow_symlinks=False):
-                    shutil.rmtree(entry.path)
-                else:
-                    os.unlink(entry.path)
-                removed += 1
-            except OSError as exc:
-                log(f"could not remove {entry.path}: {exc.strerror}")
-    return removed
-
-
-def wipe(s: Settings, user: pwd.struct_passwd, area: JobArea) -> None:
-    """Leaves nothing of the job: its processes, its files in shared folders, its whole area."""
-    killed = stop_user_processes(user.pw_uid)
-    swept = sweep_shared(s.sweep_dirs, user.pw_uid)
-    if area.root.exists():
-        shutil.rmtree(area.root)
-    if area.root.exists():
-        raise RuntimeError(f"{area.root} survived the wipe")
-    if killed or swept:
-        log(f"wiped: stopped {killed} leftover process(es), removed {swept} shared file(s)")
+        marker.write_text(reason + "\n")
+    except OSError as exc:
+        log(f"could not write {marker}: {exc.strerror}")
+    log(
+        f"out of rotation: the wipe after a job failed ({reason}); no job runs here until "
+        f"an admin cleans the host and deletes {marker}"
+    )
+    return OUT_OF_ROTATION
 
 
 # --- the loop ---------------------------------------------------------------------------------
 
 
 class Supervisor:
-    def __init__(self, s: Settings, user: pwd.struct_passwd):
-        self.s, self.user = s, user
+    def __init__(self, s: Settings, user: pwd.struct_passwd, cgroup: JobCgroup):
+        self.s, self.user, self.cgroup = s, user, cgroup
         self.area = JobArea(s.state_dir / "job")
         self.stopping = False
         self.child: subprocess.Popen | None = None
@@ -577,9 +594,10 @@ class Supervisor:
         short = s.pool.removeprefix("gpu-")
         name = f"{s.machine}-{short}-{int(time.time())}-{n}"
         runner_id = None
-        wipe(s, user, self.area)  # a crash of the last round may have left something
+        wipe(s, user, self.cgroup, self.area)  # a crash of the last round may have left something
         try:
             prepare_area(s, user, self.area)
+            self.cgroup.create()
             runner_id, jit = generate_jitconfig(s, name)
             if self.stopping:  # stopped while registering: deregister, start nothing
                 return 0
@@ -602,6 +620,7 @@ class Supervisor:
                 env=job_environment(s, user, self.area, jit),
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
+                preexec_fn=self.enter_job,
             )
             rc = self.wait_for_runner()
             log(f"runner {name} exited with {rc}")
@@ -611,9 +630,17 @@ class Supervisor:
                 os.killpg(self.child.pid, signal.SIGKILL)
                 self.child.wait()
             self.child = None
-            wipe(s, user, self.area)
-            if runner_id is not None:
-                delete_runner(s, runner_id)
+            try:
+                wipe(s, user, self.cgroup, self.area)
+            finally:
+                if runner_id is not None:
+                    delete_runner(s, runner_id)
+
+    def enter_job(self) -> None:
+        """In the runner's process before exec: into the job's cgroup, and a new session keyring
+        (keyctl KEYCTL_JOIN_SESSION_KEYRING) so that the job cannot reach root's."""
+        self.cgroup.enter()
+        join_session_keyring()
 
     def wait_for_runner(self) -> int:
         """The runner's exit code; one that ignores a stop request is killed after stop_timeout."""
@@ -638,7 +665,10 @@ class Supervisor:
         n, backoff = 0, 5.0
         while not self.stopping and (self.s.jobs == 0 or n < self.s.jobs):
             n += 1
-            rc = self.run_one(n)
+            try:
+                rc = self.run_one(n)
+            except WipeError as exc:
+                return out_of_rotation(self.s, str(exc))
             if rc != 0 and not self.stopping:
                 # A runner that fails at once would otherwise register runners in a tight loop.
                 log(f"runner failed; next one in {backoff:.0f}s")
@@ -656,15 +686,18 @@ def main(argv: list[str] | None = None) -> int:
     try:
         settings = parse_args(argv)
         user = check_settings(settings)
+        check_rotation(settings)
+        cgroup = check_cgroup(settings)
     except UsageError as exc:
         print(f"gemm-runner: error: {exc}", file=sys.stderr)
-        return 2
-    sup = Supervisor(settings, user)
+        return OUT_OF_ROTATION if str(exc).startswith("out of rotation") else 2
+    sup = Supervisor(settings, user, cgroup)
     signal.signal(signal.SIGTERM, sup.on_signal)
     signal.signal(signal.SIGINT, sup.on_signal)
     log(
         f"{settings.pool} runners for {settings.repo} on {settings.machine}, jobs as "
-        f"{user.pw_name} (uid {user.pw_uid}), job area {sup.area.root}"
+        f"{user.pw_name} (uid {user.pw_uid}), job area {sup.area.root}, job cgroup "
+        f"{cgroup.path}"
     )
     try:
         return sup.loop()

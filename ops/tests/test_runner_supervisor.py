@@ -31,6 +31,8 @@ RUNNER_PATH = re.compile(r"^/repos/([^/]+)/([^/]+)/actions/runners/(\d+)$")
 
 def load_supervisor():
     """The supervisor as a module (it is a script in ops/runner/, not part of a package)."""
+    if str(SUPERVISOR.parent) not in sys.path:
+        sys.path.insert(0, str(SUPERVISOR.parent))  # as for the script: wipe.py sits next to it
     spec = importlib.util.spec_from_file_location("gemm_runner_supervisor", SUPERVISOR)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up by name
@@ -298,7 +300,7 @@ def tree_digest(folder: Path) -> str:
 
 
 def uid_processes(uid: int) -> list[int]:
-    """Pids of processes whose real, effective or saved uid is uid."""
+    """Pids of live (not zombie) processes whose real, effective or saved uid is uid."""
     found = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
@@ -306,9 +308,28 @@ def uid_processes(uid: int) -> list[int]:
         except OSError:
             continue
         uids = re.search(r"^Uid:\s+(.*)$", status, re.M)
+        if re.search(r"^State:\s+Z", status, re.M):
+            continue  # a zombie runs nothing; it waits for its parent (or pid 1) to reap it
         if uids and str(uid) in uids.group(1).split():
             found.append(int(pid))
     return found
+
+
+def cgroup2_mount() -> Path | None:
+    """The cgroup v2 mount point, read from /proc/self/mountinfo."""
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        before, _, after = line.partition(" - ")
+        if after.split()[:1] == ["cgroup2"]:
+            return Path(before.split()[4])
+    return None
+
+
+def test_cgroup(base: Path) -> Path:
+    """The cgroup v2 folder the sandbox's supervisors manage (made by the sandbox fixture)."""
+    return cgroup2_mount() / f"gemm-test-{base.name}"
+
+
+test_cgroup.__test__ = False  # a helper, not a test
 
 
 def clean_env(**extra) -> dict[str, str]:
@@ -465,8 +486,15 @@ def sandbox():
     for tool in ("useradd", "userdel", "setpriv", "setsid"):
         if shutil.which(tool) is None:
             pytest.skip(f"needs {tool}")
+    if cgroup2_mount() is None:
+        pytest.skip("needs a cgroup v2 hierarchy, where each job gets a cgroup")
     base = Path(tempfile.mkdtemp(prefix="gemm-runner-test-", dir="/tmp"))
     base.chmod(0o755)
+    try:
+        test_cgroup(base).mkdir()
+    except OSError as exc:
+        shutil.rmtree(base)
+        pytest.skip(f"cannot make a cgroup v2 folder for the jobs: {exc.strerror}")
     state = base / "state"
     name = f"gemmjob{secrets.token_hex(4)}"
     proc = subprocess.run(
@@ -495,6 +523,17 @@ def sandbox():
                 pass
         subprocess.run(["userdel", name], capture_output=True)
         subprocess.run(["groupdel", name], capture_output=True)  # if userdel kept it
+        for folder in (test_cgroup(base) / "job", test_cgroup(base)):
+            if (folder / "cgroup.kill").exists():
+                (folder / "cgroup.kill").write_text("1\n")
+            for _ in range(100):
+                try:
+                    folder.rmdir()
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    time.sleep(0.05)
         shutil.rmtree(base, ignore_errors=True)
 
 
@@ -527,7 +566,7 @@ def make_layout(base: Path, user, hook_text: str = REAL_HOOK) -> dict[str, Path]
 
 
 def supervisor_args(
-    base: Path, user, layout, api_url: str, jobs: int, extra_env="", pool="gpu-pr"
+    base: Path, user, layout, api_url: str, jobs: int, extra_env="", pool="gpu-pr", sweep=None
 ) -> list:
     return [
         "--repo", REPO, "--pool", pool, "--machine", "h100-pr-01",
@@ -535,7 +574,8 @@ def supervisor_args(
         "--job-user", user.pw_name, "--runner-dir", str(layout["install"]),
         "--hook", str(layout["hook"]), "--state-dir", str(base / "state"),
         "--token-file", str(layout["token"]), "--api-url", api_url,
-        "--sweep-dirs", str(layout["shared_tmp"]), "--jobs", str(jobs),
+        "--sweep-dirs", sweep or str(layout["shared_tmp"]), "--jobs", str(jobs),
+        "--cgroup-root", str(test_cgroup(base)),
         "--job-env",
         f"GEMM_TEST_SHARED_TMP={layout['shared_tmp']} GEMM_TEST_TOKEN_FILE={layout['token']} "
         f"{extra_env}",
