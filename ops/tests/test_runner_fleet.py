@@ -261,6 +261,16 @@ class TestSystemdUnit:
         for hardening in ("NoNewPrivileges=yes", "PrivateTmp=yes", "KillMode=control-group"):
             assert hardening in text
 
+    def test_unit_delegates_the_cgroup_and_stays_down_after_a_failed_wipe(self):
+        """The supervisor may make the job's cgroup (Delegate=yes), and its exit 3 (out of
+        rotation) is not restarted, the code the supervisor's source names for it."""
+        text = UNIT.read_text()
+        assert re.search(r"^Delegate=yes$", text, re.M)
+        assert re.search(r"^Restart=on-failure$", text, re.M)
+        (code,) = re.findall(r"^RestartPreventExitStatus=(\d+)$", text, re.M)
+        source = (RUNNER / "supervisor.py").read_text()
+        assert f"OUT_OF_ROTATION = {code}\n" in source
+
     def test_settings_example_names_real_flags(self):
         """Every GEMM_RUNNER_* setting in the example is one the supervisor reads."""
         source = (RUNNER / "supervisor.py").read_text()
