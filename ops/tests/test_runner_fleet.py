@@ -268,12 +268,12 @@ class TestSystemdUnit:
         assert re.search(r"^Delegate=yes$", text, re.M)
         assert re.search(r"^Restart=on-failure$", text, re.M)
         (code,) = re.findall(r"^RestartPreventExitStatus=(\d+)$", text, re.M)
-        source = (RUNNER / "supervisor.py").read_text()
+        source = (RUNNER / "runner_settings.py").read_text()
         assert f"OUT_OF_ROTATION = {code}\n" in source
 
     def test_settings_example_names_real_flags(self):
         """Every GEMM_RUNNER_* setting in the example is one the supervisor reads."""
-        source = (RUNNER / "supervisor.py").read_text()
+        source = (RUNNER / "runner_settings.py").read_text()
         known = set(re.findall(r'opt\("([A-Z_]+)"', source))
         keys = set(re.findall(r"^#?\s*GEMM_RUNNER_([A-Z_]+)=", CONF.read_text(), re.M))
         assert {"REPO", "POOL", "MACHINE", "JOB_USER", "TOKEN_FILE"} <= keys
