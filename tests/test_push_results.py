@@ -41,6 +41,16 @@ def origin(tmp_path):
     return bare, checkout
 
 
+def anchor(downloads: Path, nested: bool = True) -> None:
+    """The push job's own artifact asv-results-~anchor (main.yml), whose content is a folder of
+    the same name: nested when other artifacts matched, unpacked into DIR when it was alone."""
+    folder = downloads / "asv-results-~anchor"
+    if nested:
+        folder = folder / "asv-results-~anchor"
+    folder.mkdir(parents=True)
+    (folder / "README").write_text("layout anchor\n")
+
+
 def push(tmp_path, downloads: Path, checkout: Path, runners=RUNNERS, extra_env=None):
     """Runs the script as the workflow step does; returns (exit code, stdout+stderr, outputs)."""
     out = tmp_path / "github_output"
@@ -90,6 +100,7 @@ def test_pushes_two_machines(tmp_path, origin):
     bare, checkout = origin
     for machine in ("m1", "m2"):
         artifact(tmp_path / "new" / f"asv-results-{machine}", machine)
+    anchor(tmp_path / "new")
     rc, log, outputs = push(tmp_path, tmp_path / "new", checkout, runners=TWO)
     assert rc == 0, log
     assert outputs == {"pushed": "true", "machines": "m1,m2"}
@@ -98,21 +109,26 @@ def test_pushes_two_machines(tmp_path, origin):
 
 
 def test_pushes_when_one_of_two_failed(tmp_path, origin):
-    """m2's history failed and uploaded nothing: m1's artifact alone is still pushed."""
+    """m2's history failed and uploaded nothing: m1's artifact, in its folder beside the push
+    job's anchor, is still pushed; nothing of the anchor reaches the branch."""
     bare, checkout = origin
     artifact(tmp_path / "new" / "asv-results-m1", "m1")
+    anchor(tmp_path / "new")
     rc, log, outputs = push(tmp_path, tmp_path / "new", checkout, runners=TWO)
     assert rc == 0 and outputs["pushed"] == "true", log
-    assert not any(f.startswith("m2/") for f in branch_files(bare))
+    assert not any(f.startswith("m2/") or "anchor" in f for f in branch_files(bare))
 
 
 def test_nothing_downloaded_pushes_nothing(tmp_path, origin):
-    """No machine produced results (download-artifact made no folder): pushed=false, exit 0."""
+    """No machine produced results: only the anchor matched (unpacked with no folder of its
+    own), or nothing did (no folder at all); pushed=false, exit 0."""
     bare, checkout = origin
-    rc, log, outputs = push(tmp_path, tmp_path / "new", checkout)
-    assert rc == 0 and outputs == {"pushed": "false"}, log
-    assert "nothing pushed" in log
-    assert branch_files(bare) == {"README.md"}
+    anchor(tmp_path / "new", nested=False)
+    for downloads in (tmp_path / "new", tmp_path / "none"):
+        rc, log, outputs = push(tmp_path, downloads, checkout, runners=TWO)
+        assert rc == 0 and outputs == {"pushed": "false"}, log
+        assert "nothing pushed" in log
+        assert branch_files(bare) == {"README.md"}
 
 
 def test_pushing_again_changes_nothing(tmp_path, origin):

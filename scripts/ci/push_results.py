@@ -4,12 +4,14 @@
         --sha COMMIT [--python PY]
 
 DIR is what download-artifact wrote for `pattern: asv-results-*`: one folder per artifact,
-asv-results-<machine>/. The workflow names each artifact after the matrix job that uploads it, so
-that name, never what the artifact holds, says whose results they are: asv-results-<machine>/ may
-hold only <machine>/ (regular files named *.json, the *-run-log.jsonl sidecars that history
-writes, and gpu-homes.tsv) and benchmarks.json, for a machine named in the runner list JSON.
-Files unpacked straight into DIR carry no artifact name; they are taken only when the runner
-list names one machine, which then is the only job that can have uploaded them.
+asv-results-<machine>/, and the push job's own asv-results-~anchor/, which makes the pattern
+match at least two artifacts (a single match would be unpacked with no folder) and is ignored.
+The workflow names each artifact after the matrix job that uploads it, so that name, never what
+the artifact holds, says whose results they are: asv-results-<machine>/ may hold only <machine>/
+(regular files named *.json, the *-run-log.jsonl sidecars that history writes, and
+gpu-homes.tsv) and benchmarks.json, for a machine named in the runner list JSON. Files unpacked
+straight into DIR carry no artifact name; they are taken only when the runner list names one
+machine, which then is the only job that can have uploaded them.
 
 Anything else (a dotfile such as .git/config, a symlink, a name that leaves DIR or is not a whole
 result file name, another machine's folder, an oversize file, too many files) refuses the whole
@@ -41,6 +43,9 @@ from artifact_checks import homes_problem, index_problem
 HARNESS = Path(__file__).resolve().parents[2]
 BRANCH = "asv-results"
 PREFIX = "asv-results-"
+# The push job's own artifact (main.yml), uploaded so that download-artifact always makes one
+# folder per artifact; never read. No machine name can start with "~".
+ANCHOR = PREFIX + "~anchor"
 MACHINE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 # gpu-homes.tsv: which GPU measures which series on a multi-GPU machine (`history --gpus`); it
 # must travel with the results so that the next run keeps every series on its device.
@@ -159,7 +164,7 @@ def collect(
     """The result files to add, per machine, and one benchmarks.json, from download-artifact's DIR."""
     if not downloads.is_dir():
         return {}, None
-    top = _entries(downloads, downloads)
+    top = [e for e in _entries(downloads, downloads) if e.name != ANCHOR]
     artifacts = [e for e in top if e.is_dir() and e.name.startswith(PREFIX)]
     if artifacts:
         # Several artifacts matched: one folder each, named after the artifact.
