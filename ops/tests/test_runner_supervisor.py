@@ -769,6 +769,13 @@ class TestUnsafeLayout:
         os.chown(layout["hook"], sandbox[1].pw_uid, sandbox[1].pw_gid)
         assert "pre-job hook" in self.refusal(args)
 
+    def test_cgroup_outside_cgroup2_refused(self, layout_args, tmp_path):
+        """A --cgroup-root that is a plain folder, not a cgroup v2 one, is refused: jobs would
+        run in no cgroup that can be killed whole."""
+        _, args = layout_args
+        args[args.index("--cgroup-root") + 1] = str(tmp_path)
+        assert "is not a cgroup v2 folder" in self.refusal(args)
+
     def test_writable_file_deep_in_install_refused(self, layout_args):
         """A file deep in the install that others could write is refused: every job links to it."""
         layout, args = layout_args
