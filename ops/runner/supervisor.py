@@ -20,7 +20,8 @@ What the job user can and cannot touch (docs/trust-boundary.md has the attacks t
 - the runner starts inside the cgroup v2 `<cgroup root>/job`, killed whole after the job (no pid
   race), and in a session keyring of its own; a wipe that fails takes the host out of rotation.
 
-Settings come from flags or from GEMM_RUNNER_* variables (the systemd unit's EnvironmentFile);
+Settings come from flags or from GEMM_RUNNER_* variables (the systemd unit's EnvironmentFile),
+read and checked by ops/runner/runner_settings.py;
 ops/runner/gemm-runner@.service and ops/README.md show the installation. Exit codes (this script's
 own, not gemmbench's): 0 when stopped or after --jobs jobs, 1 when GitHub keeps refusing or
 failing, 2 for bad settings, 3 out of rotation (a wipe failed; the unit does not restart on 3).
