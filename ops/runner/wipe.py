@@ -14,6 +14,8 @@ from pathlib import Path
 
 # Seconds a killed cgroup or user gets to be empty before the wipe counts as failed.
 KILL_WAIT = 10.0
+# Linux 5.14+: writing 1 kills every process in the cgroup at once.
+KILL_FILE = "cgroup.kill"
 HELPER_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 # Run as the job user, after its processes are gone: empties its user, user-session and
@@ -119,8 +121,8 @@ class JobCgroup:
         if not self.path.exists():
             return 0
         found = self.pids()
-        if (self.path / "cgroup.kill").exists():  # Linux 5.14+: one write, no pid race
-            (self.path / "cgroup.kill").write_text("1\n")
+        if (self.path / KILL_FILE).exists():  # one write, no pid race
+            (self.path / KILL_FILE).write_text("1\n")
         else:  # freeze, so nothing forks between reading the pids and killing them
             (self.path / "cgroup.freeze").write_text("1\n")
             for pid in self.pids():
