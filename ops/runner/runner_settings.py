@@ -256,8 +256,9 @@ def check_settings(s: Settings) -> pwd.struct_passwd:
     """Everything that must hold before a job runs; returns the job user's entry."""
     if os.geteuid() != 0:
         raise UsageError("must run as root, to start each runner as the job user and wipe after it")
-    if shutil.which("setpriv") is None:
-        raise UsageError("setpriv not found; install util-linux")
+    for tool in ("setpriv", "ipcrm"):
+        if shutil.which(tool) is None:
+            raise UsageError(f"{tool} not found; install util-linux")
     try:
         user = pwd.getpwnam(s.job_user)
     except KeyError:
