@@ -125,12 +125,15 @@ def test_history_range_manual(repo, monkeypatch, tmp_path):
 
 
 def test_stage_results(tmp_path):
-    """Staging copies <machine>/ and benchmarks.json, leaving out dotfiles and symlinks."""
+    """Staging copies <machine>/ and benchmarks.json, leaving out dotfiles, symlinks and names
+    the push would refuse (a leftover .partial file, a benchmarks.json in the machine folder)."""
     results = tmp_path / "results"
     machine_results(results, "m1")
     (results / "benchmarks.json").write_text("{}")
     (results / "m1" / ".hidden.json").write_text("{}")
     (results / "m1" / "link.json").symlink_to(results / "benchmarks.json")
+    (results / "m1" / "gpu-homes.tsv.partial").write_text("GPU-a\tx\n")
+    (results / "m1" / "benchmarks.json").write_text("{}")
     machine_results(results, "other")
     out = tmp_path / "out"
     proc = run(sys.executable, str(CI / "stage_results.py"), "--results-dir", str(results),

@@ -19,7 +19,8 @@ from gitrepo import git
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "ci" / "push_results.py"
 TOKEN = "ghs_FAKEtoken0123456789abcdefSECRET"
-RUNNERS = [{"machine": m, "labels": ["self-hosted", "gpu-history", m]} for m in ("m1", "m2")]
+TWO = [{"machine": m, "labels": ["self-hosted", "gpu-history", m]} for m in ("m1", "m2")]
+RUNNERS = TWO[:1]  # one machine: its artifact may also arrive unpacked, with no name folder
 
 
 @pytest.fixture
@@ -38,6 +39,16 @@ def origin(tmp_path):
         ["git", "clone", "-q", "-b", "asv-results", str(bare), str(checkout)], check=True
     )
     return bare, checkout
+
+
+def anchor(downloads: Path, nested: bool = True) -> None:
+    """The push job's own artifact asv-results-~anchor (main.yml), whose content is a folder of
+    the same name: nested when other artifacts matched, unpacked into DIR when it was alone."""
+    folder = downloads / "asv-results-~anchor"
+    if nested:
+        folder = folder / "asv-results-~anchor"
+    folder.mkdir(parents=True)
+    (folder / "README").write_text("layout anchor\n")
 
 
 def push(tmp_path, downloads: Path, checkout: Path, runners=RUNNERS, extra_env=None):
@@ -71,7 +82,8 @@ def assert_refused(rc: int, log: str, outputs: dict, bare: Path, *words: str) ->
 
 
 def test_pushes_one_machine(tmp_path, origin):
-    """One artifact matched: download-artifact v8 unpacked it into DIR with no folder; it is pushed."""
+    """One listed machine, its artifact unpacked into DIR with no folder: it can only be that
+    machine's job's, and it is pushed."""
     bare, checkout = origin
     downloads = artifact(tmp_path / "new", "m1")
     rc, log, outputs = push(tmp_path, downloads, checkout)
@@ -88,7 +100,8 @@ def test_pushes_two_machines(tmp_path, origin):
     bare, checkout = origin
     for machine in ("m1", "m2"):
         artifact(tmp_path / "new" / f"asv-results-{machine}", machine)
-    rc, log, outputs = push(tmp_path, tmp_path / "new", checkout)
+    anchor(tmp_path / "new")
+    rc, log, outputs = push(tmp_path, tmp_path / "new", checkout, runners=TWO)
     assert rc == 0, log
     assert outputs == {"pushed": "true", "machines": "m1,m2"}
     files = branch_files(bare)
@@ -96,21 +109,26 @@ def test_pushes_two_machines(tmp_path, origin):
 
 
 def test_pushes_when_one_of_two_failed(tmp_path, origin):
-    """m2's history failed and uploaded nothing: m1's lone artifact (no folder) is still pushed."""
+    """m2's history failed and uploaded nothing: m1's artifact, in its folder beside the push
+    job's anchor, is still pushed; nothing of the anchor reaches the branch."""
     bare, checkout = origin
-    downloads = artifact(tmp_path / "new", "m1")
-    rc, log, outputs = push(tmp_path, downloads, checkout)
+    artifact(tmp_path / "new" / "asv-results-m1", "m1")
+    anchor(tmp_path / "new")
+    rc, log, outputs = push(tmp_path, tmp_path / "new", checkout, runners=TWO)
     assert rc == 0 and outputs["pushed"] == "true", log
-    assert not any(f.startswith("m2/") for f in branch_files(bare))
+    assert not any(f.startswith("m2/") or "anchor" in f for f in branch_files(bare))
 
 
 def test_nothing_downloaded_pushes_nothing(tmp_path, origin):
-    """No machine produced results (download-artifact made no folder): pushed=false, exit 0."""
+    """No machine produced results: only the anchor matched (unpacked with no folder of its
+    own), or nothing did (no folder at all); pushed=false, exit 0."""
     bare, checkout = origin
-    rc, log, outputs = push(tmp_path, tmp_path / "new", checkout)
-    assert rc == 0 and outputs == {"pushed": "false"}, log
-    assert "nothing pushed" in log
-    assert branch_files(bare) == {"README.md"}
+    anchor(tmp_path / "new", nested=False)
+    for downloads in (tmp_path / "new", tmp_path / "none"):
+        rc, log, outputs = push(tmp_path, downloads, checkout, runners=TWO)
+        assert rc == 0 and outputs == {"pushed": "false"}, log
+        assert "nothing pushed" in log
+        assert branch_files(bare) == {"README.md"}
 
 
 def test_pushing_again_changes_nothing(tmp_path, origin):
@@ -127,9 +145,11 @@ def test_pushing_again_changes_nothing(tmp_path, origin):
 def test_keeps_other_machines_results_on_the_branch(tmp_path, origin):
     """A push of m1 leaves m2's results, pushed earlier, as they were."""
     bare, checkout = origin
-    assert push(tmp_path, artifact(tmp_path / "first", "m2"), checkout)[0] == 0
+    artifact(tmp_path / "first" / "asv-results-m2", "m2")
+    assert push(tmp_path, tmp_path / "first", checkout, runners=TWO)[0] == 0
     before = git(bare, "rev-parse", "asv-results:m2")
-    assert push(tmp_path, artifact(tmp_path / "second", "m1"), checkout)[0] == 0
+    artifact(tmp_path / "second" / "asv-results-m1", "m1")
+    assert push(tmp_path, tmp_path / "second", checkout, runners=TWO)[0] == 0
     assert git(bare, "rev-parse", "asv-results:m2") == before
 
 
@@ -153,7 +173,7 @@ def test_refuses_fsmonitor_config_artifact(tmp_path, origin, layout):
         evil = artifact(downloads / "asv-results-m1", "m1")
     (evil / ".git").mkdir()
     (evil / ".git" / "config").write_text(FSMONITOR.format(marker=marker, leak=leak))
-    rc, log, outputs = push(tmp_path, downloads, checkout)
+    rc, log, outputs = push(tmp_path, downloads, checkout, runners=TWO)
     assert_refused(rc, log, outputs, bare, ".git", "hidden")
     assert not marker.exists() and not leak.exists()
     assert TOKEN not in log
@@ -211,13 +231,17 @@ def test_refuses_path_escape(tmp_path, origin):
     multi = tmp_path / "multi"
     artifact(multi / "asv-results-m2", "m2")
     (multi / "asv-results-m1").symlink_to(outside)
-    rc, log, outputs = push(tmp_path, multi, checkout)
+    rc, log, outputs = push(tmp_path, multi, checkout, runners=TWO)
     assert_refused(rc, log, outputs, bare, "asv-results-m1")
 
 
-@pytest.mark.parametrize("case", ["inside another artifact", "several in one", "unlisted machine"])
+@pytest.mark.parametrize(
+    "case", ["inside another artifact", "only another's", "lone of two", "unlisted machine"]
+)
 def test_refuses_other_machines_results(tmp_path, origin, case):
-    """An artifact may hold only its own machine's folder, of a machine in the runner list."""
+    """Whose results a folder holds comes from the artifact's name, which the workflow binds to
+    the uploading job: an artifact may hold only its own machine's folder, of a listed machine,
+    and files unpacked with no artifact name are refused when two machines could have sent them."""
     bare, checkout = origin
     downloads = tmp_path / "new"
     if case == "inside another artifact":
@@ -225,15 +249,18 @@ def test_refuses_other_machines_results(tmp_path, origin, case):
         machine_results(evil, "m2")
         artifact(downloads / "asv-results-m2", "m2")
         words = ("asv-results-m1", "another machine", "m2")
-    elif case == "several in one":
-        artifact(downloads, "m1")
-        machine_results(downloads, "m2")
-        words = ("several machines",)
+    elif case == "only another's":  # m2's job failed; m1's job uploads m2's folder in its stead
+        (downloads / "asv-results-m1").mkdir(parents=True)
+        machine_results(downloads / "asv-results-m1", "m2")
+        words = ("asv-results-m1", "another machine", "m2")
+    elif case == "lone of two":  # the same, with the artifact unpacked without its name folder
+        artifact(downloads, "m2")
+        words = ("without its asv-results-<machine> folder", "m1, m2")
     else:
-        artifact(downloads, "m1")
-        machine_results(downloads, "intruder")
+        artifact(downloads / "asv-results-m1", "m1")
+        machine_results(downloads / "asv-results-m1", "intruder")
         words = ("intruder", "not a machine of the runner list")
-    rc, log, outputs = push(tmp_path, downloads, checkout)
+    rc, log, outputs = push(tmp_path, downloads, checkout, runners=TWO)
     assert_refused(rc, log, outputs, bare, *words)
 
 
@@ -332,3 +359,87 @@ def test_machine_name_rule_is_shared():
     assert cli.MACHINE_NAME.pattern == push_results.MACHINE.pattern
     for name in ("", ".", "..", "../x", "a/b", "-x", "h200", "nvidia-h200.1"):
         assert (cli.bad_machine_name(name) is None) == push_results.plain_folder_name(name)
+
+
+def test_refuses_name_with_trailing_newline(tmp_path, origin):
+    """A file named like a result plus a newline is refused: names are matched whole."""
+    bare, checkout = origin
+    downloads = artifact(tmp_path / "new", "m1")
+    victim = next(p for p in (downloads / "m1").glob("*.json") if p.name != "machine.json")
+    victim.rename(victim.with_name(victim.name + "\n"))
+    rc, log, outputs = push(tmp_path, downloads, checkout)
+    assert_refused(rc, log, outputs, bare, "not a result file name", "\\n")
+
+
+@pytest.mark.parametrize(
+    "content,problem",
+    [
+        ("GPU-a\tbench.time_x\nnot a home line\n", "line 2 is not"),
+        ("GPU-a\tbench.time_x\nGPU-b\tbench.time_x\n", "second home"),
+        ("GPU-a\tbench.time_x", "does not end with a newline"),
+    ],
+)
+def test_refuses_bad_gpu_homes(tmp_path, origin, content, problem):
+    """gpu-homes.tsv, which the next history run reads, is pushed only in the form history writes."""
+    bare, checkout = origin
+    downloads = artifact(tmp_path / "new", "m1")
+    (downloads / "m1" / "gpu-homes.tsv").write_text(content)
+    rc, log, outputs = push(tmp_path, downloads, checkout)
+    assert_refused(rc, log, outputs, bare, "m1/gpu-homes.tsv", problem)
+
+
+def test_refuses_benchmark_list_in_machine_folder(tmp_path, origin):
+    """<machine>/benchmarks.json, which check-results skips, is not a result file and is refused."""
+    bare, checkout = origin
+    downloads = artifact(tmp_path / "new", "m1")
+    (downloads / "m1" / "benchmarks.json").write_text('{"planted": true}')
+    rc, log, outputs = push(tmp_path, downloads, checkout)
+    assert_refused(rc, log, outputs, bare, "m1/benchmarks.json", "not a result file name")
+
+
+@pytest.mark.parametrize(
+    "content,problem",
+    [
+        ("[1, 2]", "not a JSON object"),
+        ('{"version": 2, "bench.time_x": "planted"}', "the entry for bench.time_x"),
+        ('{"bench.time_x": {"name": "bench.time_x"}}', '"version"'),
+    ],
+)
+def test_refuses_bad_benchmark_list(tmp_path, origin, content, problem):
+    """A benchmarks.json that is JSON but not asv's benchmark list is refused."""
+    bare, checkout = origin
+    downloads = artifact(tmp_path / "new", "m1")
+    (downloads / "benchmarks.json").write_text(content)
+    rc, log, outputs = push(tmp_path, downloads, checkout)
+    assert_refused(rc, log, outputs, bare, "benchmarks.json", problem)
+
+
+def test_benchmark_list_comes_from_the_first_listed_machine(tmp_path, origin):
+    """With two artifacts, benchmarks.json is the first listed machine's (not the first artifact
+    found), and the other machine's differing list is named in a warning."""
+    bare, checkout = origin
+    downloads = tmp_path / "new"
+    artifact(downloads / "asv-results-m1", "m1")
+    artifact(downloads / "asv-results-m2", "m2")
+    index = json.loads((downloads / "asv-results-m2" / "benchmarks.json").read_text())
+    index["bench_extra.time_x"] = {"name": "bench_extra.time_x"}
+    (downloads / "asv-results-m2" / "benchmarks.json").write_text(json.dumps(index))
+    rc, log, outputs = push(tmp_path, downloads, checkout, runners=TWO[::-1])
+    assert rc == 0, log
+    assert "bench_extra.time_x" in git(bare, "show", "asv-results:benchmarks.json")
+    assert "::warning title=Benchmark lists differ::benchmarks.json of m1 differs" in log
+
+
+def test_refuses_too_many_files(tmp_path, origin):
+    """Past the file-count limit the push is refused before anything is validated."""
+    bare, checkout = origin
+    downloads = artifact(tmp_path / "new", "m1", files=2)
+    out = tmp_path / "github_output"
+    out.write_text("")
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), "--downloads", str(downloads), "--repo", str(checkout),
+         "--runners", json.dumps(RUNNERS), "--sha", "a" * 40, "--max-files", "3"],
+        capture_output=True, text=True, env={**os.environ, "GITHUB_OUTPUT": str(out)},
+    )  # fmt: skip
+    outputs = dict(line.split("=", 1) for line in out.read_text().splitlines())
+    assert_refused(proc.returncode, proc.stdout + proc.stderr, outputs, bare, "over the limit of 3")

@@ -5,7 +5,8 @@ Each round: register a just-in-time runner through the REST endpoint
 `POST /repos/{owner}/{repo}/actions/runners/generate-jitconfig`, lay out a fresh runner copy, HOME,
 work folder, tool cache and TMPDIR, start the runner's `run.sh` as the job user with an environment
 built from scratch, and when it exits (after its one job) stop every process of the job user,
-delete its files in the shared temporary folders, wipe the whole job area and deregister the runner.
+remove its SysV IPC objects and keyrings, delete its files in the shared folders and the whole job
+area (ops/runner/wipe.py), and deregister the runner.
 
 What the job user can and cannot touch (docs/trust-boundary.md has the attacks this stops):
 - the pristine runner install, the pre-job hook, the GitHub token and this script belong to root;
@@ -15,36 +16,47 @@ What the job user can and cannot touch (docs/trust-boundary.md has the attacks t
   that names the hook;
 - the GitHub token that can register runners is read by root only; the runner gets a one-job
   config through ACTIONS_RUNNER_INPUT_JITCONFIG (not argv, which `ps` shows to every user);
-- HOME, the work folder, the tool cache and TMPDIR are new and empty for every job.
+- HOME, the work folder, the tool cache and TMPDIR are new and empty for every job;
+- the runner starts inside the cgroup v2 `<cgroup root>/job`, killed whole after the job (no pid
+  race), and in a session keyring of its own; a wipe that fails takes the host out of rotation.
 
-Settings come from flags or from GEMM_RUNNER_* variables (the systemd unit's EnvironmentFile);
-ops/runner/gemm-runner@.service and ops/README.md show the installation. Exit codes: 0 when
-stopped or after --jobs jobs, 1 when GitHub keeps refusing or failing, 2 for bad settings.
-Needs Python 3.9+ and util-linux's setpriv; no third-party packages.
+Settings come from flags or from GEMM_RUNNER_* variables (the systemd unit's EnvironmentFile),
+read and checked by ops/runner/runner_settings.py;
+ops/runner/gemm-runner@.service and ops/README.md show the installation. Exit codes (this script's
+own, not gemmbench's): 0 when stopped or after --jobs jobs, 1 when GitHub keeps refusing or
+failing, 2 for bad settings, 3 out of rotation (a wipe failed; the unit does not restart on 3).
+Needs Python 3.9+, util-linux's setpriv and ipcrm, and cgroup v2; no third-party packages.
 """
 
 from __future__ import annotations
 
-import argparse
+import ctypes
+import errno
 import json
 import os
 import pwd
 import shutil
 import signal
-import stat
 import subprocess
 import sys
 import time
 import urllib.error
 import urllib.request
-from dataclasses import dataclass, field
 from pathlib import Path
 
-POOLS = ("gpu-pr", "gpu-history")
-DEFAULT_API = "https://api.github.com"
-DEFAULT_PATH = "/usr/local/cuda/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-DEFAULT_LABELS = "self-hosted,linux,x64,gpu"
-DEFAULT_SWEEP = "/tmp:/var/tmp:/dev/shm"
+from runner_settings import (
+    OUT_OF_ROTATION,
+    OUT_OF_ROTATION_MARKER,
+    JobArea,
+    Settings,
+    UsageError,
+    check_cgroup,
+    check_rotation,
+    check_settings,
+    parse_args,
+)
+from wipe import JobCgroup, WipeError, wipe_job
+
 # Files the runner writes into its own folder at run time; never copied from the install, where a
 # leftover from a manual `config.sh` would otherwise be served to the job.
 RUNNER_OWN_FILES = {
@@ -63,268 +75,12 @@ RUNNER_OWN_FILES = {
 API_ATTEMPTS = 5
 
 
-class UsageError(Exception):
-    """Settings that cannot work; the message says what to fix."""
-
-
 class ApiError(Exception):
     """GitHub refused or kept failing a request."""
 
 
 def log(message: str) -> None:
     print(f"gemm-runner: {message}", flush=True)
-
-
-@dataclass
-class Settings:
-    repo: str
-    pool: str
-    machine: str
-    labels: list[str]
-    runner_group_id: int
-    job_user: str
-    runner_dir: Path
-    hook: Path
-    state_dir: Path
-    token_file: Path
-    api_url: str = DEFAULT_API
-    path: str = DEFAULT_PATH
-    job_env: dict[str, str] = field(default_factory=dict)
-    sweep_dirs: list[Path] = field(default_factory=list)
-    jobs: int = 0
-    stop_timeout: float = 30.0
-
-
-@dataclass
-class JobArea:
-    """The folders one job may write to; all of them are deleted when it ends."""
-
-    root: Path
-
-    @property
-    def home(self) -> Path:
-        return self.root / "home"
-
-    @property
-    def runner(self) -> Path:
-        return self.root / "runner"
-
-    @property
-    def work(self) -> Path:
-        return self.runner / "_work"
-
-    @property
-    def tool_cache(self) -> Path:
-        return self.root / "tool-cache"
-
-    @property
-    def tmp(self) -> Path:
-        return self.root / "tmp"
-
-
-# --- settings ---------------------------------------------------------------------------------
-
-
-def parse_args(argv: list[str] | None) -> Settings:
-    env = os.environ
-
-    def opt(name: str, default: str | None = None) -> str | None:
-        return env.get(f"GEMM_RUNNER_{name}", default)
-
-    p = argparse.ArgumentParser(
-        prog="supervisor.py",
-        description="Run GitHub Actions jobs one at a time on just-in-time runners as an "
-        "unprivileged user, wiping everything it could write between jobs. Every flag can "
-        "also be set as GEMM_RUNNER_<FLAG> (upper case, dashes as underscores).",
-    )
-    p.add_argument("--repo", default=opt("REPO"), help="OWNER/REPO the runners serve")
-    p.add_argument("--pool", default=opt("POOL"), help=f"runner pool label: {' or '.join(POOLS)}")
-    p.add_argument(
-        "--machine",
-        default=opt("MACHINE"),
-        help="fixed machine name, also a label (e.g. h100-sxm-01)",
-    )
-    p.add_argument(
-        "--labels",
-        default=opt("LABELS", DEFAULT_LABELS),
-        help=f"comma-separated labels besides pool and machine (default {DEFAULT_LABELS})",
-    )
-    p.add_argument(
-        "--runner-group-id",
-        default=opt("RUNNER_GROUP_ID", "1"),
-        help="runner group id (1, the default group, for repository runners)",
-    )
-    p.add_argument("--job-user", default=opt("JOB_USER"), help="unprivileged user that runs jobs")
-    p.add_argument(
-        "--runner-dir",
-        default=opt("RUNNER_DIR"),
-        help="pristine actions/runner install, owned by root (copied for each job)",
-    )
-    p.add_argument("--hook", default=opt("HOOK"), help="pre-job hook, owned by root")
-    p.add_argument(
-        "--state-dir", default=opt("STATE_DIR"), help="root-owned folder that holds the job area"
-    )
-    p.add_argument(
-        "--token-file",
-        default=opt("TOKEN_FILE"),
-        help="file holding a GitHub token that may register runners (root, mode 600)",
-    )
-    p.add_argument("--api-url", default=opt("API_URL", DEFAULT_API), help="GitHub REST API base")
-    p.add_argument("--path", default=opt("PATH", DEFAULT_PATH), help="PATH for jobs")
-    p.add_argument(
-        "--job-env",
-        default=opt("JOB_ENV", ""),
-        help="space-separated KEY=VALUE pairs added to every job's environment "
-        "(e.g. 'GEMM_RUNNER_GPU=0 CUDA_VISIBLE_DEVICES=0')",
-    )
-    p.add_argument(
-        "--sweep-dirs",
-        default=opt("SWEEP_DIRS", DEFAULT_SWEEP),
-        help=f"colon-separated shared folders cleared of the job user's files "
-        f"(default {DEFAULT_SWEEP})",
-    )
-    p.add_argument(
-        "--jobs",
-        default=opt("JOBS", "0"),
-        help="stop after this many runners (default 0: run until stopped)",
-    )
-    p.add_argument(
-        "--stop-timeout",
-        default=opt("STOP_TIMEOUT", "30"),
-        help="seconds a stopping runner gets before it is killed (default 30)",
-    )
-    a = p.parse_args(argv)
-
-    missing = [
-        flag
-        for flag, value in (
-            ("--repo", a.repo),
-            ("--pool", a.pool),
-            ("--machine", a.machine),
-            ("--job-user", a.job_user),
-            ("--runner-dir", a.runner_dir),
-            ("--hook", a.hook),
-            ("--state-dir", a.state_dir),
-            ("--token-file", a.token_file),
-        )
-        if not value
-    ]
-    if missing:
-        raise UsageError(
-            f"missing {', '.join(missing)}; set them as flags or GEMM_RUNNER_* "
-            "variables (ops/README.md, section 5)"
-        )
-    if a.repo.count("/") != 1 or not all(a.repo.split("/")):
-        raise UsageError(f"--repo {a.repo!r} is not OWNER/REPO")
-    if a.pool not in POOLS:
-        raise UsageError(
-            f"--pool {a.pool!r} is not one of {', '.join(POOLS)}: pull requests and "
-            "main's history never share runners"
-        )
-    job_env = {}
-    for pair in a.job_env.split():
-        key, sep, value = pair.partition("=")
-        if not sep or not key.isidentifier():
-            raise UsageError(f"--job-env entry {pair!r} is not KEY=VALUE")
-        job_env[key] = value
-    try:
-        group_id, jobs, stop_timeout = int(a.runner_group_id), int(a.jobs), float(a.stop_timeout)
-    except ValueError as exc:
-        raise UsageError(
-            f"--runner-group-id, --jobs and --stop-timeout take numbers: {exc}"
-        ) from None
-    if not a.api_url.startswith(("https://", "http://")):
-        raise UsageError(f"--api-url {a.api_url!r} is not an http(s) URL")
-    labels = [x.strip() for x in a.labels.split(",") if x.strip()]
-    for extra in (a.pool, a.machine):
-        if extra.lower() not in (x.lower() for x in labels):
-            labels.append(extra)
-    return Settings(
-        repo=a.repo,
-        pool=a.pool,
-        machine=a.machine,
-        labels=labels,
-        runner_group_id=group_id,
-        job_user=a.job_user,
-        runner_dir=Path(a.runner_dir),
-        hook=Path(a.hook),
-        state_dir=Path(a.state_dir),
-        token_file=Path(a.token_file),
-        api_url=a.api_url.rstrip("/"),
-        path=a.path,
-        job_env=job_env,
-        jobs=jobs,
-        stop_timeout=stop_timeout,
-        sweep_dirs=[Path(d) for d in a.sweep_dirs.split(":") if d],
-    )
-
-
-def _root_owned_readonly(path: Path, what: str) -> None:
-    """Refuses a path the job user could change: it must be root's and not group/other-writable."""
-    try:
-        st = path.lstat()
-    except OSError as exc:
-        raise UsageError(f"{what} {path} cannot be read: {exc.strerror}") from None
-    if stat.S_ISLNK(st.st_mode):
-        raise UsageError(f"{what} {path} is a symbolic link; give the real path")
-    if st.st_uid != 0 or st.st_mode & 0o022:
-        raise UsageError(
-            f"{what} {path} must be owned by root and writable by root only "
-            f"(chown root:root {path} && chmod go-w {path})"
-        )
-
-
-def _check_install_tree(root: Path) -> None:
-    """Every file of the install must be root's and not group/other-writable: jobs get hard links."""
-    for folder, dirs, files in os.walk(root):
-        for name in dirs + files:
-            path = Path(folder, name)
-            st = path.lstat()
-            if stat.S_ISLNK(st.st_mode):
-                continue  # a link's own mode means nothing; its target is checked where it lives
-            if st.st_uid != 0 or st.st_mode & 0o022:
-                raise UsageError(
-                    f"{path} in the runner install is not root's or is writable by others; "
-                    f"every job shares it (chown -R root:root {root} && chmod -R go-w {root})"
-                )
-
-
-def check_settings(s: Settings) -> pwd.struct_passwd:
-    """Everything that must hold before a job runs; returns the job user's entry."""
-    if os.geteuid() != 0:
-        raise UsageError("must run as root, to start each runner as the job user and wipe after it")
-    if shutil.which("setpriv") is None:
-        raise UsageError("setpriv not found; install util-linux")
-    try:
-        user = pwd.getpwnam(s.job_user)
-    except KeyError:
-        raise UsageError(
-            f"no user {s.job_user!r}; create it as ops/README.md section 5 shows"
-        ) from None
-    if user.pw_uid == 0 or user.pw_gid == 0:
-        raise UsageError(f"job user {s.job_user!r} has uid or gid 0; jobs must not run as root")
-    area = JobArea(s.state_dir / "job")
-    if Path(user.pw_dir) != area.home:
-        raise UsageError(
-            f"job user {s.job_user!r} has home {user.pw_dir}, which would outlive "
-            f"jobs; set it to the per-job one: usermod -d {area.home} {s.job_user}"
-        )
-    for path, what in (
-        (s.runner_dir, "runner install"),
-        (s.runner_dir / "run.sh", "runner"),
-        (s.hook, "pre-job hook"),
-        (s.hook.parent, "pre-job hook folder"),
-    ):
-        _root_owned_readonly(path, what)
-    _check_install_tree(s.runner_dir)
-    _root_owned_readonly(s.token_file, "token file")
-    if s.token_file.stat().st_mode & 0o077:
-        raise UsageError(
-            f"token file {s.token_file} is readable by others; chmod 600 {s.token_file}"
-        )
-    s.state_dir.mkdir(mode=0o755, parents=True, exist_ok=True)
-    _root_owned_readonly(s.state_dir, "state folder")
-    return user
 
 
 # --- GitHub -----------------------------------------------------------------------------------
@@ -485,85 +241,47 @@ def job_environment(s: Settings, user: pwd.struct_passwd, area: JobArea, jit: st
     }
 
 
-def _uids_of(pid: str) -> set[int]:
+def join_session_keyring() -> None:
+    """Gives the calling process a new, empty session keyring (keyctl(2), x86_64 and aarch64)."""
+    number = {"x86_64": 250, "aarch64": 219}.get(os.uname().machine)
+    if number is not None:
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.syscall(ctypes.c_long(number), ctypes.c_long(1), None) < 0:
+            if ctypes.get_errno() != errno.ENOSYS:
+                raise OSError(ctypes.get_errno(), "KEYCTL_JOIN_SESSION_KEYRING failed")
+
+
+def wipe(s: Settings, user: pwd.struct_passwd, cgroup: JobCgroup, area: JobArea) -> None:
+    """Leaves nothing of the job (wipe.py says what and in which order); raises WipeError."""
+    counts = wipe_job(cgroup, user, s.sweep_dirs, area.root)
+    if counts["cgroup"] or counts["user"] or counts["ipc"] or counts["shared"]:
+        log(
+            f"wiped: killed {counts['cgroup']} process(es) of the job's cgroup and "
+            f"{counts['user']} more of {user.pw_name}, removed {counts['ipc']} IPC object(s) "
+            f"and {counts['shared']} shared file(s)"
+        )
+
+
+def out_of_rotation(s: Settings, reason: str) -> int:
+    """Marks the host as unsafe for jobs, so no restart runs one; returns OUT_OF_ROTATION."""
+    marker = s.state_dir / OUT_OF_ROTATION_MARKER
     try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("Uid:"):
-                    return {int(x) for x in line.split()[1:]}
-    except OSError:
-        pass
-    return set()
-
-
-def stop_user_processes(uid: int) -> int:
-    """Stops, then kills, every process running as uid, one pid at a time; returns how many."""
-    stopped: set[int] = set()
-    # Stop first, so nothing forks past the scan; repeat until a scan finds nothing new.
-    for _ in range(50):
-        found = {int(p) for p in os.listdir("/proc") if p.isdigit() and uid in _uids_of(p)}
-        new = found - stopped
-        if not new:
-            break
-        for pid in new:
-            try:
-                os.kill(pid, signal.SIGSTOP)
-            except ProcessLookupError:
-                pass
-        stopped |= new
-    for pid in stopped:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        if not any(uid in _uids_of(str(pid)) for pid in stopped):
-            break
-        time.sleep(0.05)
-    return len(stopped)
-
-
-def sweep_shared(dirs: list[Path], uid: int) -> int:
-    """Deletes what the job user left directly in shared folders such as /tmp; returns how many."""
-    removed = 0
-    for folder in dirs:
-        try:
-            entries = list(os.scandir(folder))
-        except OSError:
-            continue
-        for entry in entries:
-            try:
-                if entry.stat(follow_symlinks=False).st_uid != uid:
-                    continue
-                if entry.is_dir(follow_symlinks=False):
-                    shutil.rmtree(entry.path)
-                else:
-                    os.unlink(entry.path)
-                removed += 1
-            except OSError as exc:
-                log(f"could not remove {entry.path}: {exc.strerror}")
-    return removed
-
-
-def wipe(s: Settings, user: pwd.struct_passwd, area: JobArea) -> None:
-    """Leaves nothing of the job: its processes, its files in shared folders, its whole area."""
-    killed = stop_user_processes(user.pw_uid)
-    swept = sweep_shared(s.sweep_dirs, user.pw_uid)
-    if area.root.exists():
-        shutil.rmtree(area.root)
-    if area.root.exists():
-        raise RuntimeError(f"{area.root} survived the wipe")
-    if killed or swept:
-        log(f"wiped: stopped {killed} leftover process(es), removed {swept} shared file(s)")
+        marker.write_text(reason + "\n")
+    except OSError as exc:
+        log(f"could not write {marker}: {exc.strerror}")
+    log(
+        f"out of rotation: the wipe after a job failed ({reason}); no job runs here until "
+        f"an admin cleans the host and deletes {marker}"
+    )
+    return OUT_OF_ROTATION
 
 
 # --- the loop ---------------------------------------------------------------------------------
 
 
 class Supervisor:
-    def __init__(self, s: Settings, user: pwd.struct_passwd):
-        self.s, self.user = s, user
+    def __init__(self, s: Settings, user: pwd.struct_passwd, cgroup: JobCgroup):
+        self.s, self.user, self.cgroup = s, user, cgroup
         self.area = JobArea(s.state_dir / "job")
         self.stopping = False
         self.child: subprocess.Popen | None = None
@@ -577,9 +295,10 @@ class Supervisor:
         short = s.pool.removeprefix("gpu-")
         name = f"{s.machine}-{short}-{int(time.time())}-{n}"
         runner_id = None
-        wipe(s, user, self.area)  # a crash of the last round may have left something
+        wipe(s, user, self.cgroup, self.area)  # a crash of the last round may have left something
         try:
             prepare_area(s, user, self.area)
+            self.cgroup.create()
             runner_id, jit = generate_jitconfig(s, name)
             if self.stopping:  # stopped while registering: deregister, start nothing
                 return 0
@@ -602,6 +321,7 @@ class Supervisor:
                 env=job_environment(s, user, self.area, jit),
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
+                preexec_fn=self.enter_job,
             )
             rc = self.wait_for_runner()
             log(f"runner {name} exited with {rc}")
@@ -611,9 +331,17 @@ class Supervisor:
                 os.killpg(self.child.pid, signal.SIGKILL)
                 self.child.wait()
             self.child = None
-            wipe(s, user, self.area)
-            if runner_id is not None:
-                delete_runner(s, runner_id)
+            try:
+                wipe(s, user, self.cgroup, self.area)
+            finally:
+                if runner_id is not None:
+                    delete_runner(s, runner_id)
+
+    def enter_job(self) -> None:
+        """In the runner's process before exec: into the job's cgroup, and a new session keyring
+        (keyctl KEYCTL_JOIN_SESSION_KEYRING) so that the job cannot reach root's."""
+        self.cgroup.enter()
+        join_session_keyring()
 
     def wait_for_runner(self) -> int:
         """The runner's exit code; one that ignores a stop request is killed after stop_timeout."""
@@ -638,7 +366,10 @@ class Supervisor:
         n, backoff = 0, 5.0
         while not self.stopping and (self.s.jobs == 0 or n < self.s.jobs):
             n += 1
-            rc = self.run_one(n)
+            try:
+                rc = self.run_one(n)
+            except WipeError as exc:
+                return out_of_rotation(self.s, str(exc))
             if rc != 0 and not self.stopping:
                 # A runner that fails at once would otherwise register runners in a tight loop.
                 log(f"runner failed; next one in {backoff:.0f}s")
@@ -656,15 +387,18 @@ def main(argv: list[str] | None = None) -> int:
     try:
         settings = parse_args(argv)
         user = check_settings(settings)
+        check_rotation(settings)
+        cgroup = check_cgroup(settings)
     except UsageError as exc:
         print(f"gemm-runner: error: {exc}", file=sys.stderr)
-        return 2
-    sup = Supervisor(settings, user)
+        return OUT_OF_ROTATION if str(exc).startswith("out of rotation") else 2
+    sup = Supervisor(settings, user, cgroup)
     signal.signal(signal.SIGTERM, sup.on_signal)
     signal.signal(signal.SIGINT, sup.on_signal)
     log(
         f"{settings.pool} runners for {settings.repo} on {settings.machine}, jobs as "
-        f"{user.pw_name} (uid {user.pw_uid}), job area {sup.area.root}"
+        f"{user.pw_name} (uid {user.pw_uid}), job area {sup.area.root}, job cgroup "
+        f"{cgroup.path}"
     )
     try:
         return sup.loop()

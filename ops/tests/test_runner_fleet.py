@@ -42,6 +42,19 @@ def runner_container(values: dict) -> dict:
     return container
 
 
+def env_entry(values: dict, name: str) -> dict:
+    (entry,) = [e for e in runner_container(values)["env"] if e["name"] == name]
+    return entry
+
+
+def hook_entry(values: dict) -> dict:
+    return env_entry(values, "ACTIONS_RUNNER_HOOK_JOB_STARTED")
+
+
+def pool_entry(values: dict) -> dict:
+    return env_entry(values, "GEMM_RUNNER_POOL")
+
+
 class TestScaleSets:
     """Tests for ops/runner/arc: the gha-runner-scale-set values of the two GPU pools."""
 
@@ -105,13 +118,91 @@ class TestScaleSets:
         "unknown pool": lambda v: v.update(runnerScaleSetName="gpu"),
         "no GPU node selector": lambda v: v["template"]["spec"].pop("nodeSelector"),
         "misspelt key": lambda v: v.update(maxRunner=3),
+        "hook emptied": lambda v: hook_entry(v).update(value=""),
+        "hook emptied by a later entry": lambda v: runner_container(v)["env"].append(
+            {"name": "ACTIONS_RUNNER_HOOK_JOB_STARTED", "value": ""}
+        ),
+        "hook from a config map": lambda v: runner_container(v)["env"].append(
+            {
+                "name": "ACTIONS_RUNNER_HOOK_JOB_STARTED",
+                "valueFrom": {"configMapKeyRef": {"name": "hooks", "key": "hook"}},
+            }
+        ),
+        "hook unset by the command": lambda v: runner_container(v).update(
+            command=["sh", "-c", "unset ACTIONS_RUNNER_HOOK_JOB_STARTED; exec /home/runner/run.sh"]
+        ),
+        "variables from a secret": lambda v: runner_container(v).update(
+            envFrom=[{"secretRef": {"name": "gemm-arc-github-app"}}]
+        ),
+        "GitHub App key in a variable": lambda v: runner_container(v)["env"].append(
+            {
+                "name": "APP_KEY",
+                "valueFrom": {
+                    "secretKeyRef": {"name": "gemm-arc-github-app", "key": "github_app_private_key"}
+                },
+            }
+        ),
+        "GitHub App secret mounted": lambda v: v["template"]["spec"]["volumes"].append(
+            {"name": "app", "secret": {"secretName": "gemm-arc-github-app"}}
+        ),
+        "projected service-account token": lambda v: v["template"]["spec"]["volumes"].append(
+            {
+                "name": "token",
+                "projected": {"sources": [{"serviceAccountToken": {"path": "token"}}]},
+            }
+        ),
+        "added capability": lambda v: runner_container(v)["securityContext"]["capabilities"].update(
+            add=["SYS_PTRACE"]
+        ),
+        "sidecar with a capability": lambda v: v["template"]["spec"]["containers"].append(
+            {
+                "name": "helper",
+                "image": runner_container(v)["image"],
+                "securityContext": {"capabilities": {"add": ["NET_ADMIN"]}},
+            }
+        ),
+        "unpinned sidecar": lambda v: v["template"]["spec"]["containers"].append(
+            {"name": "helper", "image": "docker.io/library/busybox:latest"}
+        ),
+        "unpinned init container": lambda v: v["template"]["spec"].update(
+            initContainers=[{"name": "init", "image": "docker.io/library/busybox"}]
+        ),
+        "second runner container by tag": lambda v: v["template"]["spec"]["containers"].append(
+            {**runner_container(v), "image": "ghcr.io/o/runner:latest"}
+        ),
+    }
+    # Changes to the history pool: its pods must never say they are the pull-request pool.
+    UNSAFE_HISTORY = {
+        "history pods say gpu-pr": lambda v: pool_entry(v).update(value="gpu-pr"),
+        "history pods say gpu-pr in a later entry": lambda v: runner_container(v)["env"].append(
+            {"name": "GEMM_RUNNER_POOL", "value": "gpu-pr"}
+        ),
+        "history init container says gpu-pr": lambda v: v["template"]["spec"].update(
+            initContainers=[
+                {
+                    "name": "init",
+                    "image": runner_container(v)["image"],
+                    "env": [{"name": "GEMM_RUNNER_POOL", "value": "gpu-pr"}],
+                }
+            ]
+        ),
     }
 
-    @pytest.mark.parametrize("change", sorted(UNSAFE))
-    def test_schema_rejects_unsafe_values(self, change, tmp_path):
+    @pytest.mark.parametrize(
+        "pool,change",
+        [("gpu-pr", c) for c in sorted(UNSAFE)]
+        + [("gpu-history", c) for c in sorted(UNSAFE_HISTORY)],
+    )
+    def test_schema_rejects_unsafe_values(self, pool, change, tmp_path):
         """check-jsonschema refuses a pool changed in a way that weakens the boundary."""
-        values = copy.deepcopy(load_yaml(ARC / "gpu-pr.values.yaml"))
-        self.UNSAFE[change](values)
+        values = copy.deepcopy(load_yaml(ARC / f"{pool}.values.yaml"))
+        {**self.UNSAFE, **self.UNSAFE_HISTORY}[change](values)
+        if change in self.UNSAFE:  # the same change also fails the other pool
+            other = copy.deepcopy(load_yaml(ARC / "gpu-history.values.yaml"))
+            self.UNSAFE[change](other)
+            (tmp_path / "other.values.json").write_text(json.dumps(other))
+            proc = check_schema(tmp_path / "other.values.json")
+            assert proc.returncode == 1, f"{change} passed the schema in gpu-history: {proc.stdout}"
         path = tmp_path / "changed.values.json"
         path.write_text(json.dumps(values))
         proc = check_schema(path)
@@ -170,9 +261,19 @@ class TestSystemdUnit:
         for hardening in ("NoNewPrivileges=yes", "PrivateTmp=yes", "KillMode=control-group"):
             assert hardening in text
 
+    def test_unit_delegates_the_cgroup_and_stays_down_after_a_failed_wipe(self):
+        """The supervisor may make the job's cgroup (Delegate=yes), and its exit 3 (out of
+        rotation) is not restarted, the code the supervisor's source names for it."""
+        text = UNIT.read_text()
+        assert re.search(r"^Delegate=yes$", text, re.M)
+        assert re.search(r"^Restart=on-failure$", text, re.M)
+        (code,) = re.findall(r"^RestartPreventExitStatus=(\d+)$", text, re.M)
+        source = (RUNNER / "runner_settings.py").read_text()
+        assert f"OUT_OF_ROTATION = {code}\n" in source
+
     def test_settings_example_names_real_flags(self):
         """Every GEMM_RUNNER_* setting in the example is one the supervisor reads."""
-        source = (RUNNER / "supervisor.py").read_text()
+        source = (RUNNER / "runner_settings.py").read_text()
         known = set(re.findall(r'opt\("([A-Z_]+)"', source))
         keys = set(re.findall(r"^#?\s*GEMM_RUNNER_([A-Z_]+)=", CONF.read_text(), re.M))
         assert {"REPO", "POOL", "MACHINE", "JOB_USER", "TOKEN_FILE"} <= keys

@@ -3,13 +3,21 @@
     python scripts/ci/push_results.py --downloads DIR --repo RESULTS_CHECKOUT --runners JSON \
         --sha COMMIT [--python PY]
 
-DIR is what download-artifact v8 wrote for `pattern: asv-results-*`: one folder per artifact
-(asv-results-<machine>/) when several matched, the artifact's files straight in DIR when exactly
-one matched. Each artifact may hold only <machine>/ (regular files named *.json, the
-*-run-log.jsonl sidecars that history writes, and gpu-homes.tsv) and benchmarks.json, for a machine named in the
-runner list JSON. Anything else (a dotfile such as .git/config, a symlink, a name that leaves
-DIR, another machine's folder, an oversize file) refuses the whole push with one line, exit 1.
-Every file is validated with `python -m gemmbench check-results` before it is committed.
+DIR is what download-artifact wrote for `pattern: asv-results-*`: one folder per artifact,
+asv-results-<machine>/, and the push job's own asv-results-~anchor/, which makes the pattern
+match at least two artifacts (a single match would be unpacked with no folder) and is ignored.
+The workflow names each artifact after the matrix job that uploads it, so that name, never what
+the artifact holds, says whose results they are: asv-results-<machine>/ may hold only <machine>/
+(regular files named *.json, the *-run-log.jsonl sidecars that history writes, and
+gpu-homes.tsv) and benchmarks.json, for a machine named in the runner list JSON. Files unpacked
+straight into DIR carry no artifact name; they are taken only when the runner list names one
+machine, which then is the only job that can have uploaded them.
+
+Anything else (a dotfile such as .git/config, a symlink, a name that leaves DIR or is not a whole
+result file name, another machine's folder, an oversize file, too many files) refuses the whole
+push with one line, exit 1. Every file is validated before it is committed: result files, run
+logs and machine.json by `python -m gemmbench check-results`, gpu-homes.tsv and benchmarks.json
+by artifact_checks.py. benchmarks.json comes from the first listed machine that uploaded one.
 
 Git runs with repository hooks and fsmonitor switched off, and the token from $GH_TOKEN is
 given to `git fetch` and `git push` alone, through the environment (never argv or disk).
@@ -30,18 +38,27 @@ import tempfile
 import time
 from pathlib import Path
 
+from artifact_checks import homes_problem, index_problem
+
 HARNESS = Path(__file__).resolve().parents[2]
 BRANCH = "asv-results"
 PREFIX = "asv-results-"
+# The push job's own artifact (main.yml), uploaded so that download-artifact always makes one
+# folder per artifact; never read. No machine name can start with "~".
+ANCHOR = PREFIX + "~anchor"
 MACHINE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 # gpu-homes.tsv: which GPU measures which series on a multi-GPU machine (`history --gpus`); it
 # must travel with the results so that the next run keeps every series on its device.
+# Always matched whole (fullmatch): `$` would also match before a trailing newline.
 RESULT_FILE = re.compile(
-    r"^([A-Za-z0-9][A-Za-z0-9_.+-]{0,199}(\.json|-run-log\.jsonl)|gpu-homes\.tsv)$"
+    r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,199}(\.json|-run-log\.jsonl)|gpu-homes\.tsv"
 )
+HOMES = "gpu-homes.tsv"
 INDEX = "benchmarks.json"
 MAX_FILE_BYTES = 8 * 1024 * 1024
 MAX_TOTAL_BYTES = 256 * 1024 * 1024
+# A machine's folder holds one result file per benchmarked commit and environment, plus run logs.
+MAX_FILES = 50_000
 ATTEMPTS = 5
 # Settings every git call gets: no repository hooks, no fsmonitor command, no pager or prompt.
 SAFE_GIT = {
@@ -59,7 +76,13 @@ class Refused(Exception):
 
 def plain_folder_name(name: object) -> bool:
     """Whether ``name`` can be a machine's results folder: one plain name, never a path."""
-    return isinstance(name, str) and bool(MACHINE.match(name)) and ".." not in name
+    return isinstance(name, str) and bool(MACHINE.fullmatch(name)) and ".." not in name
+
+
+def result_file_name(name: str) -> bool:
+    """Whether a file in a machine's folder may be pushed, by its whole name. benchmarks.json is
+    not one: asv keeps the benchmark list at the top of the results, never in a machine's folder."""
+    return bool(RESULT_FILE.fullmatch(name)) and name != INDEX
 
 
 def machines_from(runners_json: str) -> list[str]:
@@ -100,24 +123,25 @@ def _entries(folder: Path, downloads: Path) -> list[Path]:
     return found
 
 
-def _artifact(root: Path, downloads: Path, machines: list[str], owner: str | None) -> dict:
-    """Files of one artifact: {machine: {name: path}} and its benchmarks.json, if any."""
+def _artifact(root: Path, downloads: Path, machines: list[str], owner: str) -> dict:
+    """Files of OWNER's artifact: {owner: {name: path}} and its benchmarks.json, if any."""
     files: dict[str, dict[str, Path]] = {}
     index = None
-    label = f"artifact {PREFIX}{owner}" if owner else "the artifact"
+    label = f"artifact {PREFIX}{owner}" if root != downloads else "the artifact"
     for entry in _entries(root, downloads):
         shown = entry.relative_to(downloads)
         if entry.name == INDEX and entry.is_file():
             index = entry
         elif entry.is_dir() and entry.name in machines:
-            if owner is not None and entry.name != owner:
+            if entry.name != owner:
                 raise Refused(f"{shown}: {label} holds results of another machine, {entry.name}")
             files[entry.name] = {}
             for path in _entries(entry, downloads):
-                if not path.is_file() or not RESULT_FILE.match(path.name):
+                if not path.is_file() or not result_file_name(path.name):
                     raise Refused(
-                        f"{path.relative_to(downloads)}: not a result file name "
-                        "(<name>.json or <commit>-run-log.jsonl)"
+                        f"{str(path.relative_to(downloads))!r}: not a result file name "
+                        f"(<name>.json, <commit>-run-log.jsonl or {HOMES}; {INDEX} belongs at "
+                        "the artifact's top)"
                     )
                 files[entry.name][path.name] = path
         elif entry.is_dir():
@@ -127,12 +151,7 @@ def _artifact(root: Path, downloads: Path, machines: list[str], owner: str | Non
             )
         else:
             raise Refused(f"{shown}: {label} may hold only <machine>/ and {INDEX}")
-    if len(files) > 1:
-        raise Refused(
-            f"{label} holds results of several machines ({', '.join(files)}); "
-            "each history job uploads its own"
-        )
-    return {"files": files, "index": index}
+    return {"owner": owner, "files": files, "index": index}
 
 
 def collect(
@@ -140,11 +159,12 @@ def collect(
     machines: list[str],
     max_file: int = MAX_FILE_BYTES,
     max_total: int = MAX_TOTAL_BYTES,
+    max_files: int = MAX_FILES,
 ) -> tuple[dict[str, dict[str, Path]], Path | None]:
     """The result files to add, per machine, and one benchmarks.json, from download-artifact's DIR."""
     if not downloads.is_dir():
         return {}, None
-    top = _entries(downloads, downloads)
+    top = [e for e in _entries(downloads, downloads) if e.name != ANCHOR]
     artifacts = [e for e in top if e.is_dir() and e.name.startswith(PREFIX)]
     if artifacts:
         # Several artifacts matched: one folder each, named after the artifact.
@@ -157,19 +177,38 @@ def collect(
                     f"the runner list ({', '.join(machines)})"
                 )
             parts.append(_artifact(entry, downloads, machines, owner))
+    elif top and len(machines) != 1:
+        raise Refused(
+            f"the artifact was unpacked without its {PREFIX}<machine> folder, so which job "
+            f"uploaded it is unknown; with several machines in the runner list "
+            f"({', '.join(machines)}) each artifact must come in a folder of its own"
+        )
     else:
-        # Exactly one artifact matched: download-artifact v8 unpacked it straight into DIR.
-        parts = [_artifact(downloads, downloads, machines, None)] if top else []
+        # No artifact name to read: the one listed machine's job is the only one that uploads.
+        parts = [_artifact(downloads, downloads, machines, machines[0])] if top else []
     files: dict[str, dict[str, Path]] = {}
-    index = None
     total = 0
     for part in parts:
-        for machine, named in part["files"].items():
-            if machine in files:
-                raise Refused(f"two artifacts hold results of {machine}")
-            files[machine] = named
-        index = index or part["index"]
-    for path in [p for named in files.values() for p in named.values()] + [index] * bool(index):
+        files[part["owner"]] = part["files"].get(part["owner"], {})
+    count = sum(len(named) for named in files.values()) + len(parts)
+    if count > max_files:
+        raise Refused(f"the artifacts hold {count} files, over the limit of {max_files}")
+    indexes = {part["owner"]: part["index"] for part in parts if part["index"]}
+    for path in indexes.values():
+        if problem := index_problem(path):
+            raise Refused(f"{path.relative_to(downloads)}: {problem}")
+    index = next((indexes[m] for m in machines if m in indexes), None)
+    differ = [m for m, path in indexes.items() if path.read_bytes() != index.read_bytes()]
+    if differ:
+        print(
+            f"::warning title=Benchmark lists differ::{INDEX} of {', '.join(differ)} differs from "
+            f"the one pushed, which is {index.relative_to(downloads)}"
+        )
+    for named in files.values():
+        if HOMES in named and (problem := homes_problem(named[HOMES])):
+            raise Refused(f"{named[HOMES].relative_to(downloads)}: {problem}")
+    files = {machine: named for machine, named in files.items() if named}
+    for path in [p for named in files.values() for p in named.values()] + list(indexes.values()):
         size = path.stat().st_size
         total += size
         if size > max_file:
@@ -336,13 +375,14 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--sha", required=True, help="the commit whose history this is")
     parser.add_argument("--python", default=sys.executable, help="interpreter for check-results")
     parser.add_argument("--retry-delay", type=float, default=5.0, help=argparse.SUPPRESS)
+    parser.add_argument("--max-files", type=int, default=MAX_FILES, help=argparse.SUPPRESS)
     opts = parser.parse_args(argv)
     token = os.environ.get("GH_TOKEN") or None
     for name in SECRETS:
         os.environ.pop(name, None)  # nothing started from here inherits it
     try:
         machines = machines_from(opts.runners)
-        files, index = collect(opts.downloads, machines)
+        files, index = collect(opts.downloads, machines, max_files=opts.max_files)
         if not files:
             print("::warning title=Nothing pushed::no machine produced results; nothing pushed")
             output(pushed="false")
@@ -350,7 +390,8 @@ def main(argv: list[str]) -> int:
         validate(files, index, opts.python)
         push(opts.repo.resolve(), files, index, opts.sha, token, opts.retry_delay)
     except Refused as exc:
-        print(f"::error title=Results refused::{exc}; nothing pushed")
+        message = str(exc).replace("\r", "\\r").replace("\n", "\\n")  # one line, always
+        print(f"::error title=Results refused::{message}; nothing pushed")
         output(pushed="false")
         return 1
     except subprocess.CalledProcessError as exc:

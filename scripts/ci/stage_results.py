@@ -2,8 +2,9 @@
 
     python scripts/ci/stage_results.py --results-dir .asv/results --machine NAME OUT
 
-OUT gets NAME/ (machine.json, result files, run logs) and benchmarks.json, the layout that
-scripts/ci/push_results.py expects in each artifact. Only regular files are copied.
+OUT gets NAME/ (machine.json, result files, run logs, gpu-homes.tsv) and benchmarks.json, the
+layout that scripts/ci/push_results.py expects in each artifact. Only regular files whose whole
+name the push takes are copied; anything else history may leave (a .partial file) stays behind.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from push_results import plain_folder_name
+from push_results import plain_folder_name, result_file_name
 
 
 def stage(results_dir: Path, machine: str, out: Path) -> int:
@@ -24,7 +25,7 @@ def stage(results_dir: Path, machine: str, out: Path) -> int:
     (out / machine).mkdir(parents=True, exist_ok=True)
     count = 0
     for path in sorted(source.iterdir()):
-        if path.is_file() and not path.is_symlink() and not path.name.startswith("."):
+        if path.is_file() and not path.is_symlink() and result_file_name(path.name):
             shutil.copyfile(path, out / machine / path.name)
             count += 1
     index = results_dir / "benchmarks.json"
