@@ -201,6 +201,45 @@ def test_gate_runs_the_base_harness(tmp_path):
     assert git(path, "worktree", "list").count("\n") == 0
 
 
+# A stand-in harness whose gate answers with the next exit code of its list on each run, writing a
+# gate.json with a reason the way the real gate does, and counting its runs.
+FLAKY = """import json, pathlib, sys
+root = pathlib.Path(%r)
+runs = root / "runs"
+n = len(runs.read_text()) if runs.exists() else 0
+runs.write_text("x" * (n + 1))
+codes = %r
+code = codes[min(n, len(codes) - 1)]
+reasons = ["GPU throttled (hw_thermal_slowdown) in round 3"] if code == 3 else []
+json.dump({"status": "x", "reasons": reasons}, open(sys.argv[sys.argv.index("--json") + 1], "w"))
+sys.exit(code)
+"""
+
+
+@pytest.mark.parametrize("codes,final,runs", [((3, 0), 0, 2), ((3, 1), 1, 2), ((3, 3), 3, 2),
+                                              ((1,), 1, 1), ((0,), 0, 1), ((4,), 4, 1)])  # fmt: skip
+def test_gate_reruns_an_inconclusive_gate_once(tmp_path, codes, final, runs):
+    """An inconclusive gate (exit 3) is run once more, with its reason as a notice, and the second
+    verdict counts; any other verdict stands after one run."""
+    path = tmp_path / "repo"
+    (path / "gemmbench").mkdir(parents=True)
+    (path / "scripts").mkdir()
+    git(path, "init", "-q", "-b", "main")
+    (path / "scripts" / "_env.sh").write_text("PY=$GEMM_PYTHON\nexport PY\n")
+    (path / "gemmbench" / "__init__.py").write_text("")
+    (path / "gemmbench" / "__main__.py").write_text(FLAKY % (str(tmp_path), list(codes)))
+    git(path, "add", ".")
+    git(path, "commit", "-q", "-m", "base")
+    git(path, "commit", "-q", "--allow-empty", "-m", "head")
+    head = git(path, "rev-parse", "HEAD")
+    proc = run("bash", str(CI / "gate.sh"), "--python", sys.executable, "main~1", head, "m1",
+               str(tmp_path / "out"), cwd=path)  # fmt: skip
+    assert proc.returncode == final, proc.stdout + proc.stderr
+    assert len((tmp_path / "runs").read_text()) == runs
+    notice = "::notice title=Gate inconclusive, running it once more::GPU throttled"
+    assert (notice in proc.stdout) == (runs == 2), proc.stdout
+
+
 def test_gate_usage_error(tmp_path):
     """gate.sh without its arguments is a usage error (exit 2), and so is a --python that is no
     absolute path (PATH, which would find it, is the caller's)."""

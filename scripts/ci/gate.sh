@@ -5,7 +5,7 @@
 #   usage: scripts/ci/gate.sh [--python PY] PR_BASE_SHA HEAD_SHA MACHINE OUTDIR [gate options...]
 # Run from a checkout of the base (fetch-depth 0, so the head commit is there too). Writes
 # OUTDIR/gate.json and appends the gate's Markdown to $GITHUB_STEP_SUMMARY when set. Exits with the
-# gate's exit code.
+# gate's exit code; an inconclusive gate (3) is run once more first, and the second verdict counts.
 #
 # Nothing the caller's environment says reaches the judge: the script starts again under `env -i`
 # with the variables named in KEEP below, PATH set to the system folders (plus the judge's
@@ -87,9 +87,19 @@ export GEMM_EXTRAS=""
 source scripts/_env.sh
 PATH=$(dirname "$PY"):$SYSTEM_PATH
 cd "$judge"
-rc=0
-"$PY" "$ci/verdicts.py" gate --machine "$machine" -- \
-    "$PY" -m gemmbench gate --repo "$workspace" --base "$base" --head "$head" \
-    --thresholds "$judge/thresholds.toml" --markdown "$summary" --json "$outdir/gate.json" "$@" ||
-    rc=$?
+# Inconclusive (exit 3) means the machine could not be trusted for this run, not that the head is
+# at fault: the gate runs once more, saying why, and the second run's verdict is the one that
+# counts. Every other verdict stands at once.
+for attempt in 1 2; do
+    rc=0
+    "$PY" "$ci/verdicts.py" gate --machine "$machine" -- \
+        "$PY" -m gemmbench gate --repo "$workspace" --base "$base" --head "$head" \
+        --thresholds "$judge/thresholds.toml" --markdown "$summary" --json "$outdir/gate.json" "$@" ||
+        rc=$?
+    if [[ $rc -ne 3 || $attempt -eq 2 ]]; then break; fi
+    reason=$("$PY" -c 'import json, sys
+reasons = json.load(open(sys.argv[1])).get("reasons") or ["no reason recorded"]
+print(" ".join(str(reasons[0]).split())[:300])' "$outdir/gate.json" 2>/dev/null) || reason="no reason recorded"
+    echo "::notice title=Gate inconclusive, running it once more::$reason"
+done
 exit "$rc"
