@@ -1,4 +1,4 @@
-"""Shared pieces of the GEMM suite: shapes with their L2 policy, seeded inputs, device timers."""
+"""Shared pieces of the suite: the configured variants and shapes, checked launches, device timers."""
 
 from __future__ import annotations
 
@@ -9,10 +9,7 @@ import json
 import os
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
-
-from gemm import VARIANTS
 
 # The harness that measures comes from this checkout, while `gemm` (the code measured) is the
 # commit installed in the interpreter: asv imports this suite without putting the checkout on
@@ -34,48 +31,37 @@ def _load_harness():
         package = importlib.util.module_from_spec(spec)
         sys.modules["gemmbench"] = package
         spec.loader.exec_module(package)
-    return importlib.import_module("gemmbench.measure"), importlib.import_module("gemmbench.timing")
+    return (
+        importlib.import_module("gemmbench.config"),
+        importlib.import_module("gemmbench.timing"),
+    )
 
 
-measure, timing = _load_harness()
+config_mod, timing = _load_harness()
 
-
-@dataclass(frozen=True)
-class Shape:
-    """One GEMM problem, C[M×N] = A[M×K]·B[K×N], and how the L2 cache is treated when timing it."""
-
-    m: int
-    n: int
-    k: int
-    l2: str  # "cold": L2 flushed before every sample; "warm": back-to-back on resident inputs
-    kind: str
-
-    @property
-    def flops(self) -> int:
-        return timing.gemm_flops(self.m, self.n, self.k)
-
-
-# The default suite. Must not be changed, only appended: asv keys history by these labels.
-# L2 policy: the one gemmbench.measure states for comparisons (cold), so the suite agrees with the
-# report and the gate (docs/benchmarks.md).
-_COLD = measure.L2_POLICY
-SHAPES: dict[str, Shape] = {
-    "1024x1024x1024": Shape(1024, 1024, 1024, _COLD, "square"),
-    "2048x2048x2048": Shape(2048, 2048, 2048, _COLD, "square"),
-    "4096x4096x4096": Shape(4096, 4096, 4096, _COLD, "square"),
-    "16384x64x4096": Shape(16384, 64, 4096, _COLD, "tall-skinny: few output columns"),
-    "1024x1024x16384": Shape(1024, 1024, 16384, _COLD, "K much larger than M and N"),
-    "2049x2049x2049": Shape(2049, 2049, 2049, _COLD, "one past a tile on every edge"),
+# The suite reads the checkout's [tool.gemmbench] table (asv runs it outside the checkout, so the
+# table is named here unless GEMMBENCH_CONFIG names another). Its suite shapes must not be changed,
+# only appended: asv keys history by these labels.
+CONFIG = config_mod.load(None if os.environ.get(config_mod.ENV) else _CHECKOUT / "pyproject.toml")
+BENCH = CONFIG.bench_module()
+SHAPES: dict[str, tuple[int, ...]] = {
+    config_mod.shape_label(shape): shape for shape in CONFIG.shape_set("suite")
 }
-
-VARIANT_NAMES = list(VARIANTS)
+VARIANT_NAMES = CONFIG.variant_names()
+BASELINE = CONFIG.baseline
 
 # Samples the track_* figures take in their own process (they record one number, no samples).
 TRACK_SAMPLES = 31
 
 
-def shape_of(label: str) -> Shape:
+def shape_of(label: str) -> tuple[int, ...]:
     return SHAPES[label]
+
+
+def flops(label: str) -> int | None:
+    """Floating-point operations of one launch at ``label`` (None when the bench module has no
+    ``flops``)."""
+    return BENCH.flops(*SHAPES[label]) if hasattr(BENCH, "flops") else None
 
 
 # asv reads one `timer` per benchmark; every device timer of this process adds to this clock.
@@ -83,18 +69,17 @@ DEVICE_CLOCK = timing.DeviceClock()
 
 
 @functools.cache
-def get_timer(l2: str):
-    return timing.DeviceTimer(l2=l2, clock=DEVICE_CLOCK)
+def get_timer():
+    return timing.DeviceTimer(clock=DEVICE_CLOCK)
 
 
 @functools.cache
 def prepare(variant: str, label: str):
-    """Compile, check (gemmbench.measure) and warm up one (variant, shape) once per process.
+    """Compile, check (the configured bench module) and warm up one (variant, shape) once per process.
 
     Returns the launch; asv re-runs setup before every sample, and only the first call works.
     """
-    shape = shape_of(label)
-    prepared = measure.prepare(variant, shape.m, shape.n, shape.k)
+    prepared = BENCH.prepare(variant, *shape_of(label))
     _note_process(variant, label)
     return prepared.launch
 
@@ -115,8 +100,7 @@ def _note_process(variant: str, label: str) -> None:
 
 
 def _write_run_log() -> None:
-    import gemm
-
+    measured = importlib.import_module(CONFIG.package)
     commit = os.environ.get("GEMMBENCH_COMMIT") or os.environ.get("ASV_COMMIT")
     if not commit:
         return
@@ -124,7 +108,7 @@ def _write_run_log() -> None:
         "time": time.time(),
         "pid": os.getpid(),
         "commit": commit,
-        "gemm_file": gemm.__file__,
+        "gemm_file": measured.__file__,
         # history --gpus sets it to the home GPU's UUID: the device this process measured on.
         "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
         **_process_notes,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 import sys
 
-from . import exitcodes
+from . import config, exitcodes
 
 # command -> (module, one-line help). Each module exposes main(argv: list[str]) -> int.
 COMMANDS = {
@@ -47,6 +47,12 @@ def main(argv: list[str] | None = None) -> int:
         print(usage())  # the usage on stdout, the reason as one line on stderr
         why = f"unknown command {argv[0]!r}" if argv else "no command given"
         print(f"python -m gemmbench: {why}; name one of {', '.join(COMMANDS)}", file=sys.stderr)
+        return exitcodes.USAGE
+    # Every command and each process it starts reads the same [tool.gemmbench] table.
+    try:
+        config.load()
+    except config.ConfigError as exc:
+        print(f"python -m gemmbench: {exc}", file=sys.stderr)
         return exitcodes.USAGE
     module = importlib.import_module(COMMANDS[argv[0]][0])
     return module.main(argv[1:])

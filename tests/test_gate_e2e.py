@@ -50,9 +50,7 @@ def cases():
 THRESHOLDS = """\
 [speedups]
 n = 4096
-tiled_over_naive = 1.3
-coarsened_over_tiled = 2.0
-coarsened_over_cublas = 0.35
+floors = [{ faster = "tiled", slower = "naive", min = 1.3 }]
 
 [gate]
 tolerance = 0.25
