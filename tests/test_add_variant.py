@@ -31,7 +31,16 @@ def fenced(text: str, language: str) -> list[str]:
 def copy_repository(target: Path) -> Path:
     """The working tree's source files (tracked or new, not ignored) as a fresh one-commit repo."""
     names = subprocess.run(
-        ["git", "-C", str(REPO_ROOT), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        [
+            "git",
+            "-C",
+            str(REPO_ROOT),
+            "ls-files",
+            "-z",
+            "--cached",
+            "--others",
+            "--exclude-standard",
+        ],
         check=True,
         capture_output=True,
         text=True,

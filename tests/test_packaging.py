@@ -35,7 +35,16 @@ def built(tmp_path_factory):
         pytest.skip(reason)
     source = tmp_path_factory.mktemp("source")
     tracked = subprocess.run(
-        ["git", "-C", str(REPO_ROOT), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        [
+            "git",
+            "-C",
+            str(REPO_ROOT),
+            "ls-files",
+            "-z",
+            "--cached",
+            "--others",
+            "--exclude-standard",
+        ],
         check=True,
         capture_output=True,
         text=True,
