@@ -16,6 +16,7 @@ import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from gemmbench import config as harness_config
 from gemmbench import exitcodes, shard
 from gemmbench import results as results_check
 from gemmbench.git import GitError, detached_worktrees, git, git_show
@@ -775,7 +776,10 @@ def main(argv: list[str] | None = None) -> int:
         default=[],
         help="extra argument for `asv run` (repeatable), e.g. --asv-arg=-a --asv-arg=rounds=1",
     )
-    parser.add_argument("--package", default="gemm", help="the package under test (default gemm)")
+    measured = harness_config.load().package  # [tool.gemmbench] package
+    parser.add_argument(
+        "--package", default=measured, help=f"the package under test (default {measured})"
+    )
     parser.add_argument(
         "--gpus",
         default=None,
