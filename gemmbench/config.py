@@ -5,7 +5,7 @@ table lives in a ``pyproject.toml``; which one is found the way pytest finds its
 
 1. ``GEMMBENCH_CONFIG``, a path to a ``pyproject.toml`` (or to the folder holding one);
 2. else the nearest ``pyproject.toml`` with a ``[tool.gemmbench]`` table, from the working
-   directory upwards;
+   directory upwards (under asv, from the folder of its ``asv.conf.json``, ``ASV_CONF_DIR``);
 3. else the ``pyproject.toml`` of the checkout this harness runs from.
 
 Keys (all optional but ``package``; docs/adopt.md shows a whole table):
@@ -296,7 +296,7 @@ def find(start: Path | None = None) -> Path:
     if os.environ.get(ENV):
         path = Path(os.environ[ENV]).expanduser().resolve()
         return path / "pyproject.toml" if path.is_dir() else path
-    here = (start or Path.cwd()).resolve()
+    here = (start or Path(os.environ.get("ASV_CONF_DIR") or Path.cwd())).resolve()
     for folder in (here, *here.parents):
         candidate = folder / "pyproject.toml"
         if candidate.is_file() and b"[tool.gemmbench" in candidate.read_bytes():
