@@ -1,11 +1,12 @@
 """docs/adopt.md followed end to end: a new project built from the guide's files, then its commands.
 
 Every block of the guide with a ``title="PATH"`` is written to PATH in an empty folder, which
-becomes a git repository. Then each command of the guide's "Run it" block runs there, as the
-guide says, with this interpreter standing in for "one environment" (the project's folder is
-on the path instead of installed; history installs each commit into a throwaway venv). Without a GPU the commands that need one run up to it: each
-ends with exit 4 and a line naming the missing device. ``machine`` (which reads nvidia-smi) is
-replaced by asv's own machine record, as in tests/test_history.py.
+becomes a git repository. Then each command of the guide's "Run it" block runs there, with this
+interpreter standing in for "one environment": the project's folder is on the path instead of
+installed, and history installs each commit into a throwaway venv. Without a GPU the commands
+that need one run up to it: each ends with exit 4 and a line naming the missing device.
+``machine`` (which reads nvidia-smi) is replaced by asv's own machine record, as in
+tests/test_history.py.
 """
 
 from __future__ import annotations
