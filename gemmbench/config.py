@@ -100,6 +100,11 @@ class Config:
     def gate_title(self) -> str:
         return f"{self.title} performance gate"
 
+    @property
+    def shape_dims(self) -> tuple[int, ...]:
+        """How many sizes a shape has here (3 for GEMM), from every shape set; (3,) when none."""
+        return tuple(sorted({len(s) for shapes in self.shapes.values() for s in shapes})) or (3,)
+
     def shape_set(self, name: str) -> tuple[Shape, ...]:
         """The shapes of set ``name`` (one of SHAPE_SETS), falling back to the suite's."""
         return self.shapes.get(name) or self.shapes.get("suite", ())

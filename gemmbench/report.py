@@ -22,15 +22,15 @@ from .results import OneLineErrorParser, cannot_write
 
 
 def parse_shape(text: str, dims: tuple[int, ...] = (3,)) -> tuple[int, ...]:
-    """N (a cube), AxB or AxBxC (also A×B×C or "A B C") with as many sizes as ``dims`` allows;
-    ArgumentTypeError when it is none of these."""
+    """N (all sizes N), AxB or MxNxK (also M×N×K or "M N K") with as many sizes as ``dims``
+    allows; ArgumentTypeError when it is none of these."""
     parts = text.lower().replace("×", "x").replace("x", " ").split()
     try:
         values = tuple(int(p) for p in parts)
     except ValueError:
         values = ()
     if len(values) == 1:
-        values = values * 3
+        values = values * max(dims)
     if len(values) not in dims or min(values) <= 0:
         forms = " or ".join({2: "AxB", 3: "MxNxK"}[d] for d in dims)
         raise argparse.ArgumentTypeError(f"shape {text!r} is not N or {forms} with positive sizes")
@@ -38,7 +38,8 @@ def parse_shape(text: str, dims: tuple[int, ...] = (3,)) -> tuple[int, ...]:
 
 
 def _any_shape(text: str) -> tuple[int, ...]:
-    return parse_shape(text, dims=(2, 3))
+    """A shape with as many sizes as the configured shapes have (3 for GEMM: MxNxK)."""
+    return parse_shape(text, dims=config_mod.load().shape_dims)
 
 
 def _parser(variants: list[str]) -> OneLineErrorParser:
@@ -55,7 +56,7 @@ def _parser(variants: list[str]) -> OneLineErrorParser:
         "shapes",
         nargs="*",
         type=_any_shape,
-        help="N (cube), AxB or AxBxC; default: the shapes of [tool.gemmbench.shapes] report",
+        help="N, or sizes as in [tool.gemmbench.shapes] (e.g. MxNxK); default: its report shapes",
     )
     p.add_argument(
         "--variants",

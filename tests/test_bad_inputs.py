@@ -99,7 +99,7 @@ CASES = [
     Case("gate-cases-from-no-function", "python -m gemmbench gate --base HEAD --cases-from gemmbench.cases", 2, "--cases-from must be MODULE:FUNCTION"),
     Case("report-unwritable-json", "python -m gemmbench report --json /unwritable/x.json", 2, "cannot write --json /unwritable/x.json"),
     Case("report-unknown-variant", "python -m gemmbench report --variants naive bogus", 2, "unknown variant 'bogus'"),
-    Case("report-bad-shape", "python -m gemmbench report 4096x0", 2, "shape '4096x0' is not N or AxB or MxNxK"),
+    Case("report-bad-shape", "python -m gemmbench report 4096x0", 2, "shape '4096x0' is not N or MxNxK"),
     Case("report-bad-repeat", "python -m gemmbench report --repeat 0", 2, "--repeat must be ≥ 1"),
     Case("calibrate-too-few-runs", "python -m gemmbench calibrate --runs 1", 2, "--runs must be at least 2"),
     Case("calibrate-unknown-revision", "python -m gemmbench calibrate --rev no-such-branch", 2, "--rev 'no-such-branch' is not a commit"),

@@ -109,6 +109,8 @@ def test_configuration_names_the_example(example):
     done = harness(example, "report", "--variants", "bogus")
     assert done.returncode == 2
     assert "use one of naive, shared, wide, cupy" in done.stderr  # head's registry, in order
+    done = harness(example, "report", "4096x1024x64")  # the example's shapes are rows x cols
+    assert done.returncode == 2 and "is not N or AxB" in done.stderr
 
 
 @no_gpu_only

@@ -81,7 +81,7 @@ class TestReportArguments:
         [
             (["--variants", "fast"], "unknown variant 'fast'"),
             (["--variants", "4096"], "--variants names no variant"),
-            (["0"], "is not N or AxB or MxNxK"),
+            (["0"], "is not N or MxNxK"),
             (["--repeat", "0"], "--repeat must be ≥ 1"),
         ],
     )
