@@ -19,6 +19,7 @@ mapping with the same fields:
 
 from __future__ import annotations
 
+import fnmatch
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -46,6 +47,21 @@ def case_name(variant: str, shape) -> str:
     if len(shape) == 3 and len(set(shape)) == 1:
         return f"{variant}-{shape[0]}"
     return f"{variant}-{config_mod.shape_label(shape)}"
+
+
+def expand_cases(patterns, offered) -> tuple[str, ...]:
+    """Names in ``patterns`` as they are, and each shell-style pattern ("*-4096") as the
+    ``offered`` names it matches, in offered order; ValueError for a pattern matching none."""
+    names: list[str] = []
+    for pattern in patterns:
+        if not any(ch in pattern for ch in "*?["):
+            names.append(pattern)
+            continue
+        matched = [name for name in offered if fnmatch.fnmatchcase(name, pattern)]
+        if not matched:
+            raise ValueError(f"{pattern!r} matches no benchmark; offered: {', '.join(offered)}")
+        names.extend(matched)
+    return tuple(dict.fromkeys(names))
 
 
 def registry_case_names(config: config_mod.Config) -> list[str]:

@@ -1,18 +1,16 @@
 """Load and check thresholds.toml: the speed-up floors and the gate's settings, per-GPU overrides.
 
 Every key is checked and the error names the key, so a typo cannot quietly fall back to some
-default in the code. This module holds no numbers of its own. The file is the one that
-``[tool.gemmbench] thresholds`` names (gemmbench.config). Two gate keys may be left out:
-``cases`` (default: every registered variant at every gate shape) and ``tolerances`` (a
-per-benchmark tolerance; default none, so ``tolerance`` applies to all). Names in ``cases`` and
-``canary`` may be shell-style patterns ("*-4096"), matched against the registry's case names.
+default in the code. This module holds no numbers of its own. The file is the one
+``[tool.gemmbench] thresholds`` names. Gate keys that may be left out: ``cases`` (default: every
+registered variant at every gate shape; patterns such as "*-4096" match the registry's case
+names, in ``canary`` too) and ``tolerances`` (per-benchmark tolerances; default none).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import difflib
-import fnmatch
 import math
 import re
 from collections.abc import Callable, Mapping
@@ -72,10 +70,6 @@ class Speedups:
             if floor.key == key:
                 return floor
         raise KeyError(key)
-
-    def variants(self) -> list[str]:
-        """Every variant a floor names, in order of first mention."""
-        return list(dict.fromkeys(v for f in self.floors for v in (f.slower, f.faster)))
 
 
 @dataclass(frozen=True)
@@ -188,21 +182,6 @@ def merge_floors(floors: tuple[Floor, ...], overrides: tuple[Floor, ...]) -> tup
     merged = {(f.faster, f.slower): f for f in floors}
     merged.update({(f.faster, f.slower): f for f in overrides})
     return tuple(merged.values())
-
-
-def expand_cases(patterns, offered) -> tuple[str, ...]:
-    """Names in ``patterns`` as they are, and each shell-style pattern ("*-4096") as the
-    ``offered`` names it matches, in offered order; ValueError for a pattern matching none."""
-    names: list[str] = []
-    for pattern in patterns:
-        if not any(ch in pattern for ch in "*?["):
-            names.append(pattern)
-            continue
-        matched = [name for name in offered if fnmatch.fnmatchcase(name, pattern)]
-        if not matched:
-            raise ValueError(f"{pattern!r} matches no benchmark; offered: {', '.join(offered)}")
-        names.extend(matched)
-    return tuple(dict.fromkeys(names))
 
 
 def _unknown(name: str, known) -> str:
@@ -332,7 +311,7 @@ def _expand_patterns(gate: dict, label: str, problems: list[str]) -> None:
     lists = {k: gate[k] for k in ("cases", "canary") if k in gate}
     if not any(any(ch in p for ch in "*?[") for names in lists.values() for p in names):
         return
-    from .cases import registry_case_names
+    from .cases import expand_cases, registry_case_names
 
     try:
         offered = registry_case_names(config_mod.load())
