@@ -187,6 +187,18 @@ class TestGateEndToEnd:
         assert "round 8/8" in output  # progress on stderr
         repo.assert_clean()
 
+    def test_tolerance_per_benchmark(self, repo):
+        """[gate] tolerances gives one benchmark its own tolerance: `hash` made 1.5× slower
+        passes under its own 90% and fails under the 25% default when only `steady` has one."""
+        base = repo.git("rev-parse", "HEAD")
+        head = repo.commit("slower hash", MEASURED.replace('"hash": 1500', '"hash": 2250'))
+        repo.thresholds.write_text(THRESHOLDS + 'tolerances = { "hash" = 0.9 }\n')
+        code, output, result = repo.gate(base, head)
+        assert code == 0 and verdicts(result)["hash"] != "slower", output
+        repo.thresholds.write_text(THRESHOLDS + 'tolerances = { "steady" = 0.9 }\n')
+        code, output, result = repo.gate(base, head)
+        assert code == 1 and verdicts(result)["hash"] == "slower", output
+
     @pytest.mark.parametrize("same_commit", [True, False])
     def test_identical_code_passes(self, repo, same_commit):
         """The same commit on both sides, or a commit that changes only a README, exits 0."""
