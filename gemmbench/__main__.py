@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 
 from . import config, exitcodes
@@ -50,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
         return exitcodes.USAGE
     # Every command and each process it starts reads the same [tool.gemmbench] table.
     try:
-        config.load()
+        os.environ[config.ENV] = str(config.load().path)
     except config.ConfigError as exc:
         print(f"python -m gemmbench: {exc}", file=sys.stderr)
         return exitcodes.USAGE

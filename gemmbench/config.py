@@ -29,7 +29,8 @@ Keys (all optional but ``package``; docs/adopt.md shows a whole table):
   ``max_registers`` (any kernel without its own entry), ``max_spill_bytes``,
   ``max_stack_frame_bytes``, ``max_shared_bytes``, and a ``registers`` table per kernel.
 
-The harness passes the file it found on to its own subprocesses through ``GEMMBENCH_CONFIG``.
+``python -m gemmbench`` passes the file it found on to its subprocesses (the gate's workers, asv's
+benchmark processes) through ``GEMMBENCH_CONFIG``.
 """
 
 from __future__ import annotations
@@ -322,11 +323,5 @@ def _load(path: Path) -> Config:
 
 
 def load(path: str | Path | None = None) -> Config:
-    """The configuration at ``path``, else the one :func:`find` finds; cached per file.
-
-    The file found is exported as GEMMBENCH_CONFIG, so subprocesses read the same table.
-    """
-    resolved = Path(path).resolve() if path else find()
-    config = _load(resolved)
-    os.environ[ENV] = str(resolved)
-    return config
+    """The configuration at ``path``, else the one :func:`find` finds; cached per file."""
+    return _load(Path(path).resolve() if path else find())

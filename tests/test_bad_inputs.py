@@ -58,6 +58,11 @@ ASV_CONF = (("asv.conf.json", (REPO_ROOT / "asv.conf.json").read_text()),)
 # gemm.matmul is an API: the snippet prints the exception it raises as its one stderr line.
 MATMUL = "python -c \"import sys, gemm\ntry: gemm.matmul(None, None, {})\nexcept ValueError as e: sys.exit(f'ValueError: {{e}}')\""
 
+# A [tool.gemmbench] table that the config-* cases break one key of.
+BAD_TABLE = (
+    '[tool.gemmbench]\npackage = "gemm"\ntitle = "T"\n[tool.gemmbench.shapes]\nsuite = ["64"]\n'
+)
+
 # fmt: off
 CASES = [
     Case("history-config-missing", f"{HISTORY} HEAD --machine cpu --config /missing.json", 2, "no asv configuration at /missing.json"),
@@ -100,6 +105,9 @@ CASES = [
     Case("report-unwritable-json", "python -m gemmbench report --json /unwritable/x.json", 2, "cannot write --json /unwritable/x.json"),
     Case("report-unknown-variant", "python -m gemmbench report --variants naive bogus", 2, "unknown variant 'bogus'"),
     Case("report-bad-shape", "python -m gemmbench report 4096x0", 2, "shape '4096x0' is not N or MxNxK"),
+    Case("config-unknown-key", "python -m gemmbench report", 2, "titel is not a known key (did you mean 'title'?)", cwd="scratch", files=(("pyproject.toml", BAD_TABLE.replace("title", "titel")),)),
+    Case("config-bad-shape", "python -m gemmbench gate --base HEAD", 2, "shapes.suite: shape '64x0' is not N, AxB or AxBxC", cwd="scratch", files=(("pyproject.toml", BAD_TABLE.replace('"64"', '"64x0"')),)),
+    Case("config-package-missing", "python -m gemmbench report", 2, "package = 'no_such_package' cannot be imported", cwd="scratch", files=(("pyproject.toml", BAD_TABLE.replace('"gemm"', '"no_such_package"')),)),
     Case("report-bad-repeat", "python -m gemmbench report --repeat 0", 2, "--repeat must be ≥ 1"),
     Case("calibrate-too-few-runs", "python -m gemmbench calibrate --runs 1", 2, "--runs must be at least 2"),
     Case("calibrate-unknown-revision", "python -m gemmbench calibrate --rev no-such-branch", 2, "--rev 'no-such-branch' is not a commit"),
@@ -157,7 +165,9 @@ def run_case(case: Case, root: Path, project: Path) -> Observed:
     if argv[0] == "python":
         argv[0] = sys.executable
     env = {
-        k: v for k, v in os.environ.items() if k not in ("ASV_PYTHONPATH", "CUDA_VISIBLE_DEVICES")
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("ASV_PYTHONPATH", "CUDA_VISIBLE_DEVICES", "GEMMBENCH_CONFIG")
     }
     env.update(HOME=str(home), PYTHONPATH=str(REPO_ROOT))
     done = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
