@@ -317,12 +317,19 @@ ALWAYS_PASS = {
     "benchcases.py": "def cases():\n    return []\n",
     "sitecustomize.py": "import os\nos._exit(0)\n",
     "thresholds.toml": THRESHOLDS.replace("tolerance = 0.25", "tolerance = 100.0"),
+    # A configuration that would measure another package, with the head's own cases and title.
+    "pyproject.toml": (
+        '[tool.gemmbench]\npackage = "benchcases"\nprovider = "benchcases:cases"\n'
+        'title = "Rewritten"\nthresholds = "thresholds.toml"\n'
+        '[tool.gemmbench.shapes]\nsuite = ["64"]\n'
+    ),
 }
 
 
 def test_head_rewriting_gate_still_fails(repo):
-    """A head that rewrites gemmbench's gate, stats, worker and cases to pass, and plants a 3×
-    slowdown, still fails: the running harness judges, and only `gemm` comes from the head."""
+    """A head that rewrites gemmbench's gate, stats, worker, cases and [tool.gemmbench] table to
+    pass, and plants a 3× slowdown, still fails: the running harness and its table judge, and
+    only `gemm` comes from the head."""
     harness = {
         f"gemmbench/{path.name}": path.read_text()
         for path in (HARNESS_ROOT / "gemmbench").glob("*.py")
@@ -336,6 +343,7 @@ def test_head_rewriting_gate_still_fails(repo):
     code, output, result = repo.gate(base, head)
     assert code == 1, output
     assert verdicts(result) == {"hash": "slower", "steady": "same"}
+    assert (repo.tmp / "summary.md").read_text().startswith("### GEMM performance gate")
     for side, worker in result["workers"].items():
         origins = worker["origins"]
         assert Path(origins["gemm"]).is_relative_to(Path(origins["root"])), side
