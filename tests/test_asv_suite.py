@@ -54,6 +54,13 @@ def discovered():
 
     return {b.name: b for b in disc_benchmarks(str(REPO_ROOT / "benchmarks"))}
 
+# The versions (source hashes) asv stored that history under.
+HISTORY_VERSIONS = {
+    "time_gemm": "3a136910cb5fad0d0ff39f9a97ba7c1803fcaaf813a95d38dddb535a5d926bcd",
+    "track_tflops": "efbcf22652dadfa18489b46613a538e1d57dd883b60e932750d8a19177855b5c",
+    "track_time_vs_cublas": "ef511a5cf38e0b97ec0130acad3ff07c0c9aff2bde17d4b9a2c815d0f6a522dd",
+}
+
 
 class TestDiscovery:
     """What asv_runner discovers in benchmarks/, in this process, without a device."""
@@ -77,6 +84,12 @@ class TestDiscovery:
             labels = [config.shape_label(s) for s in config.load().shape_set("suite")]
             assert shapes == [repr(s) for s in labels]
             assert labels[: len(HISTORY_SHAPES)] == HISTORY_SHAPES
+
+    def test_history_versions_kept(self, discovered):
+        """Each benchmark keeps the version asv stored its history under, so asv publish still
+        shows that history (asv publishes only results of a benchmark's current version)."""
+        versions = {name.rsplit(".", 1)[1]: b.version for name, b in discovered.items()}
+        assert versions == HISTORY_VERSIONS
 
     def test_units(self, discovered):
         """Seconds for time, TFLOP/s and a ratio for the tracked figures."""
