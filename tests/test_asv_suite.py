@@ -54,6 +54,7 @@ def discovered():
 
     return {b.name: b for b in disc_benchmarks(str(REPO_ROOT / "benchmarks"))}
 
+
 # The versions (source hashes) asv stored that history under.
 HISTORY_VERSIONS = {
     "time_gemm": "3a136910cb5fad0d0ff39f9a97ba7c1803fcaaf813a95d38dddb535a5d926bcd",
