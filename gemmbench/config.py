@@ -112,7 +112,6 @@ class Config:
 
     def variant_names(self) -> list[str]:
         """The variants to measure: the package's registry, narrowed by ``variants``."""
-        add_pythonpath(self)
         try:
             package = importlib.import_module(self.package)
         except ImportError as exc:
@@ -127,6 +126,11 @@ class Config:
                 "no such mapping or list of variant names"
             )
         names = [str(name) for name in registry]
+        if self.baseline is not None and self.baseline not in names:
+            raise ConfigError(
+                f"{self.path}: [tool.gemmbench] baseline = {self.baseline!r} is not in "
+                f"{self.package}.{self.registry} ({', '.join(names)})"
+            )
         if self.variants is None:
             return names
         unknown = [v for v in self.variants if v not in names]

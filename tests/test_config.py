@@ -86,6 +86,8 @@ class TestParse:
         with pytest.raises(ConfigError, match="variants names fast, not in gemm.VARIANTS"):
             c.variant_names()
         assert parse(table(variants=["tiled"]), tmp_path / "p.toml").variant_names() == ["tiled"]
+        with pytest.raises(ConfigError, match="baseline = 'mkl' is not in gemm.VARIANTS"):
+            parse(table(baseline="mkl"), tmp_path / "pyproject.toml").variant_names()
 
     def test_shapes(self):
         assert config.parse_shape("4096") == (4096, 4096, 4096)
