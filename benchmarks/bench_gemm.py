@@ -1,55 +1,36 @@
-"""GEMM benchmarks per variant and shape: device time, TFLOP/s, time relative to cuBLAS."""
+"""GEMM benchmarks per variant and shape: device time, TFLOP/s, time relative to cuBLAS.
 
-from __future__ import annotations
+The suite itself is the harness's (gemmbench.suite), configured by pyproject.toml's
+[tool.gemmbench]; the class keeps the name asv stores the history under.
+"""
 
-import statistics
+from .common import suite
 
-from .common import DEVICE_CLOCK, SHAPES, TRACK_SAMPLES, VARIANT_NAMES, get_timer, prepare, shape_of
+# asv files each benchmark's results under a version, by default a hash of its source code, and
+# publishes only results of the current version. The suite's code moved into gemmbench.suite
+# measuring exactly what it measured here, so each benchmark keeps the version its stored history
+# was recorded under. Change a benchmark's version when what it measures changes.
+HISTORY_VERSIONS = {
+    "time_gemm": "3a136910cb5fad0d0ff39f9a97ba7c1803fcaaf813a95d38dddb535a5d926bcd",
+    "track_tflops": "efbcf22652dadfa18489b46613a538e1d57dd883b60e932750d8a19177855b5c",
+    "track_time_vs_cublas": "ef511a5cf38e0b97ec0130acad3ff07c0c9aff2bde17d4b9a2c815d0f6a522dd",
+}
 
 
-class Gemm:
+class Gemm(suite.Suite):
     """C = A·B with each variant; samples are CUDA-event device times of one launch each."""
 
-    params = [VARIANT_NAMES, list(SHAPES)]
-    param_names = ["variant", "shape"]
-
-    # asv times `time_gemm` with this clock: it advances only by the device seconds between the
-    # CUDA events around each launch, so asv's samples, CIs and tests are on GPU time alone.
-    timer = DEVICE_CLOCK
-    number = 1  # one launch per sample: event resolution is far below the shortest kernel here
-    # Per process: at least 15 and at most 40 samples, stopping after ~2 s (the 26 ms naive
-    # 4096³ takes ~1 s for 40). Rounds are separate processes: process-to-process differences
-    # (allocation placement, cuBLAS heuristics) are the larger noise, so asv pools three.
-    repeat = (15, 40, 2.0)
-    rounds = 3
-    warmup_time = 0.1  # a few launches bring the SM clock up before the first sample
-    timeout = 180
-
-    def setup(self, variant, shape):
-        # asv re-runs setup before every sample; everything below is cached per process, so
-        # only the first call compiles, warms up and checks the result.
-        self.shape = shape_of(shape)
-        self.launch = prepare(variant, shape)
-        self.timer_ = get_timer(self.shape.l2)
-
     def time_gemm(self, variant, shape):
-        self.timer_.time_once(self.launch)
+        super().time_gemm(variant, shape)
 
     def track_tflops(self, variant, shape):
-        samples = self.timer_.samples(self.launch, repeat=TRACK_SAMPLES, warmup=2)
-        return self.shape.flops / statistics.median(samples) / 1e12
-
-    track_tflops.unit = "TFLOP/s"
+        return super().track_tflops(variant, shape)
 
     def track_time_vs_cublas(self, variant, shape):
-        # Alternate the two launches so drifts of clock or temperature hit both alike; cuBLAS
-        # against itself gives the noise floor of this ratio.
-        ours = self.launch
-        cublas = prepare("cublas", shape)
-        mine, theirs = [], []
-        for _ in range(TRACK_SAMPLES):
-            mine.append(self.timer_.time_once(ours))
-            theirs.append(self.timer_.time_once(cublas))
-        return statistics.median(mine) / statistics.median(theirs)
+        return super().track_time_vs_cublas(variant, shape)
 
-    track_time_vs_cublas.unit = "x cuBLAS time"
+    time_gemm.version = HISTORY_VERSIONS["time_gemm"]
+    track_tflops.version = HISTORY_VERSIONS["track_tflops"]
+    track_tflops.unit = suite.Suite.track_tflops.unit
+    track_time_vs_cublas.version = HISTORY_VERSIONS["track_time_vs_cublas"]
+    track_time_vs_cublas.unit = suite.Suite.track_time_vs_cublas.unit

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 
-from . import cli, exitcodes
+from . import cli, config, exitcodes
 
 # command -> (module, one-line help). Each module exposes main(argv: list[str]) -> int.
 COMMANDS = {
@@ -47,6 +48,12 @@ def main(argv: list[str] | None = None) -> int:
         print(usage())  # the usage on stdout, the reason as one line on stderr
         why = f"unknown command {argv[0]!r}" if argv else "no command given"
         print(f"python -m gemmbench: {why}; name one of {', '.join(COMMANDS)}", file=sys.stderr)
+        return exitcodes.USAGE
+    # Every command and each process it starts reads the same [tool.gemmbench] table.
+    try:
+        os.environ[config.ENV] = str(config.load().path)
+    except config.ConfigError as exc:
+        print(f"python -m gemmbench: {exc}", file=sys.stderr)
         return exitcodes.USAGE
     # The command's module is imported inside run_command: a module that cannot be imported is
     # an unexpected error as well (exit 4, never 1).

@@ -33,6 +33,7 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from . import config as harness_config
 from . import exitcodes
 from . import machine as gpu_machine
 from . import thresholds as thresholds_mod
@@ -54,7 +55,7 @@ from .gate_output import render_markdown, report_json, short_sha
 from .gate_process import _HARNESS_ROOT, GpuMonitor, WorkerFailure, WorkerProcess
 from .git import GitError, WorktreeError, detached_worktrees, git, signals_blocked
 
-DEFAULT_PROVIDER = "gemmbench.cases:gemm_cases"
+DEFAULT_PROVIDER = harness_config.load().provider  # [tool.gemmbench] provider
 # Compiling every kernel from a cold CuPy cache can take a minute; a round of the default cases
 # takes well under a second on an H200, so two minutes without an answer means a hung GPU.
 STARTUP_TIMEOUT_S = 300.0
@@ -366,7 +367,12 @@ class _Run:
             base = [statistics.median(s) for s in self.samples["base"][name]]
             head = [statistics.median(s) for s in self.samples["head"][name]]
             c = compare(
-                name, base, head, gate, canary=name in self.canaries, flops=self.flops.get(name)
+                name,
+                base,
+                head,
+                gate.for_case(name),
+                canary=name in self.canaries,
+                flops=self.flops.get(name),
             )
             c.base_samples, c.head_samples = self.samples["base"][name], self.samples["head"][name]
             compared.append(c)

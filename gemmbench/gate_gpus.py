@@ -14,6 +14,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from . import config as harness_config
 from . import exitcodes, shard
 from . import machine as gpu_machine
 from . import thresholds as thresholds_mod
@@ -157,9 +158,8 @@ def spread(args: argparse.Namespace) -> int:
     code = combined_exit(reports)
     name = {exit_code: status for status, exit_code in EXIT_CODES.items()}[code]
     wall = time.perf_counter() - started
-    summary = f"### GEMM performance gate on {len(reports)} GPUs (spread): {name}\n\n" + "\n".join(
-        markdown
-    )
+    title = harness_config.load().gate_title
+    summary = f"### {title} on {len(reports)} GPUs (spread): {name}\n\n" + "\n".join(markdown)
     print(summary, end="")
     if args.markdown:
         with open(args.markdown, "a", encoding="utf-8") as handle:

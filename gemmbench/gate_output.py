@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from . import config as harness_config
 from .gate_decision import (
     BROKEN,
     DRIFT,
@@ -61,7 +62,8 @@ def short_sha(sha: str | None) -> str:
 
 def render_markdown(report: Report) -> str:
     meta = report.meta
-    lines = [f"### GEMM performance gate: {_HEADLINES[report.status]}", ""]
+    title = harness_config.load().gate_title
+    lines = [f"### {title}: {_HEADLINES[report.status]}", ""]
     if meta.get("head_sha"):
         where = f" on {meta['gpu']}" if meta.get("gpu") else ""
         text = (

@@ -39,11 +39,12 @@ import traceback
 from collections.abc import Mapping
 from pathlib import Path
 
+from . import config as harness_config
 from . import exitcodes, measure
 from .cases import TIMERS
 
-# The one package each side's worktree supplies: the code being measured.
-MEASURED_PACKAGE = "gemm"
+# The one package each side's worktree supplies: the code being measured ([tool.gemmbench] package).
+MEASURED_PACKAGE = harness_config.load().package
 
 # Exceptions that can come from the GPU or driver rather than from the revision's code.
 _CUDA_ERRORS = {

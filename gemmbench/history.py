@@ -13,6 +13,7 @@ from functools import partial
 from pathlib import Path
 
 from gemmbench import asv_process, cli, exitcodes, shard
+from gemmbench import config as harness_config
 from gemmbench import history_install as setup
 from gemmbench import history_run as asv_run
 from gemmbench.git import detached_worktrees, git
@@ -231,7 +232,10 @@ def main(argv: list[str] | None = None) -> int:
         default=[],
         help="extra argument for `asv run` (repeatable), e.g. --asv-arg=-a --asv-arg=rounds=1",
     )
-    parser.add_argument("--package", default="gemm", help="the package under test (default gemm)")
+    measured = harness_config.load().package  # [tool.gemmbench] package
+    parser.add_argument(
+        "--package", default=measured, help=f"the package under test (default {measured})"
+    )
     parser.add_argument(
         "--gpus",
         default=None,

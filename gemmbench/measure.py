@@ -12,8 +12,11 @@ same inputs the same way, and a figure from one can be set beside a figure from 
   does not write stays NaN and fails the check) is compared with the float64 product of the same
   float32 inputs. The measure is the relative Frobenius error ‖C − C₆₄‖ / ‖C₆₄‖ and the bound is
   :func:`error_bound`, the one tests/test_matmul.py holds the kernels to.
-- **Timing**: :class:`gemmbench.timing.DeviceTimer`, one CUDA-event pair per launch after a spin
-  that covers the host's launch work. The L2 policy is stated per purpose in :data:`L2_FOR`.
+- **Timing**: :class:`gemmbench.timing.DeviceTimer`, one CUDA-event pair per launch after an L2
+  flush and a spin that covers the host's launch work.
+
+It is also the default ``bench`` module of ``[tool.gemmbench]`` (gemmbench.config): another
+kernel package supplies its own module with the same ``prepare(variant, *shape)`` and ``flops``.
 """
 
 from __future__ import annotations
@@ -32,13 +35,11 @@ SEED = 20240607
 # float32 unit roundoff.
 UNIT_ROUNDOFF = 2.0**-24
 
-# The L2 policy for each purpose. Every comparison of kernel speed (the report, the asv suite,
-# the speed-up floors, the gate) starts each sample from a cold L2: a launch then never profits
-# from the previous launch's inputs still resident, which a GEMM inside a real model does not
-# get either, and the tools agree with each other. Tuning is cold too (gemmbench/tune.py's
-# L2_POLICY): the dispatch table optimises what the asv suite and the report compare.
-L2_FOR = {"comparison": "cold", "tuning": "cold"}
-L2_POLICY = L2_FOR["comparison"]
+# Every measurement (the report, the asv suite, the speed-up floors, the gate, tuning) starts each
+# sample from a cold L2: a launch then never profits from the previous launch's inputs still
+# resident, which a GEMM inside a real model does not get either, and the tools agree.
+L2_POLICY = timing.L2_POLICY
+PURPOSES = ("comparison", "tuning")
 
 
 class WrongResult(AssertionError):
@@ -139,11 +140,16 @@ def prepare(
     return Prepared(variant, m, n, k, launch, error, bound)
 
 
+def flops(m: int, n: int, k: int) -> int:
+    """Floating-point operations of one launch at (m, n, k), for TFLOP/s."""
+    return timing.gemm_flops(m, n, k)
+
+
 def new_timer(purpose: str = "comparison", clock: timing.DeviceClock | None = None):
-    """A :class:`~gemmbench.timing.DeviceTimer` with the L2 policy of ``purpose`` (L2_FOR)."""
-    if purpose not in L2_FOR:
-        raise ValueError(f"unknown purpose {purpose!r}; use one of {tuple(L2_FOR)}")
-    return timing.DeviceTimer(l2=L2_FOR[purpose], clock=clock)
+    """A :class:`~gemmbench.timing.DeviceTimer` for ``purpose`` (one of PURPOSES; all are cold)."""
+    if purpose not in PURPOSES:
+        raise ValueError(f"unknown purpose {purpose!r}; use one of {PURPOSES}")
+    return timing.DeviceTimer(clock=clock)
 
 
 def device_times(launch: Callable[[], object], *, repeat: int, warmup: int, timer=None):

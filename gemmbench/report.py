@@ -2,8 +2,10 @@
 
     python -m gemmbench report [N | MxNxK ...] [--variants V ...] [--repeat R] [--warmup W] [--json PATH]
 
-Inputs, the correctness check and the timing are ``gemmbench.measure``'s, the same the asv suite,
-the speed-up tests and the gate use; only ``gemm`` (what is measured) comes from the commit.
+Variants, default shapes and the baseline come from ``[tool.gemmbench]`` (gemmbench.config).
+Inputs and the correctness check are the configured ``bench`` module's (``gemmbench.measure`` for
+``gemm``), the timing is ``gemmbench.measure``'s: the same the asv suite, the speed-up tests and
+the gate use. Only the measured package comes from the commit.
 """
 
 from __future__ import annotations
@@ -14,37 +16,49 @@ import statistics
 import sys
 import time
 
+from . import config as config_mod
 from . import exitcodes, measure
 from . import machine as gpu_machine
 from .cli import OneLineErrorParser, cannot_write
 
-DEFAULT_SHAPES = [(4096, 4096, 4096)]
 
-
-def parse_shape(text: str) -> tuple[int, int, int]:
-    """N or MxNxK (also M×N×K or "M N K") as (M, N, K); ArgumentTypeError when it is neither."""
+def parse_shape(text: str, dims: tuple[int, ...] = (3,)) -> tuple[int, ...]:
+    """N (all sizes N), AxB or MxNxK (also M×N×K or "M N K") with as many sizes as ``dims``
+    allows; ArgumentTypeError when it is none of these."""
     parts = text.lower().replace("×", "x").replace("x", " ").split()
     try:
         values = tuple(int(p) for p in parts)
     except ValueError:
         values = ()
     if len(values) == 1:
-        values = values * 3
-    if len(values) != 3 or min(values) <= 0:
-        raise argparse.ArgumentTypeError(f"shape {text!r} is not N or MxNxK with positive sizes")
+        values = values * max(dims)
+    if len(values) not in dims or min(values) <= 0:
+        forms = " or ".join({2: "AxB", 3: "MxNxK"}[d] for d in dims)
+        raise argparse.ArgumentTypeError(f"shape {text!r} is not N or {forms} with positive sizes")
     return values
+
+
+def _any_shape(text: str) -> tuple[int, ...]:
+    """A shape with as many sizes as the configured shapes have (3 for GEMM: MxNxK)."""
+    return parse_shape(text, dims=config_mod.load().shape_dims)
 
 
 def _parser(variants: list[str]) -> OneLineErrorParser:
     p = OneLineErrorParser(
         prog="python -m gemmbench report",
-        description="Check each GEMM variant against a float64 product, time it with CUDA events "
-        "(gemmbench.measure), and print time, TFLOP/s, fraction of cuBLAS and speed-up over naive.",
+        description="Check each variant against its reference, time it with CUDA events "
+        "(gemmbench.measure), and print time, TFLOP/s, the fraction of the baseline reached and "
+        "the speed-up over the first variant.",
         epilog=exitcodes.epilog(
             "report", {0: "all correct", 1: "a variant gave a wrong result", 4: "no usable GPU"}
         ),
     )
-    p.add_argument("shapes", nargs="*", type=parse_shape, help="N (square) or MxNxK; default 4096")
+    p.add_argument(
+        "shapes",
+        nargs="*",
+        type=_any_shape,
+        help="N, or sizes as in [tool.gemmbench.shapes] (e.g. MxNxK); default: its report shapes",
+    )
     p.add_argument(
         "--variants",
         nargs="+",
@@ -72,29 +86,42 @@ def parse_args(argv: list[str], variants: list[str]) -> argparse.Namespace:
             chosen.append(item)
             continue
         try:
-            shapes.append(parse_shape(item))
+            shapes.append(_any_shape(item))
         except argparse.ArgumentTypeError:
             parser.error(f"unknown variant {item!r}; use one of {', '.join(variants)}")
     if args.variants is not None and not chosen:
         parser.error(f"--variants names no variant; use one of {', '.join(variants)}")
     args.variants = list(dict.fromkeys(chosen))
-    args.shapes = shapes or DEFAULT_SHAPES
+    args.shapes = shapes or list(config_mod.load().shape_set("report"))
     if args.repeat < 1 or args.warmup < 0:
         parser.error("--repeat must be ≥ 1 and --warmup ≥ 0")
     return args
 
 
-def run(shapes, variants, repeat: int, warmup: int, progress=sys.stderr) -> list[dict]:
-    """Check and time every (shape, variant); one record per pair. A wrong variant is not timed."""
+def run(
+    shapes,
+    variants,
+    repeat: int,
+    warmup: int,
+    progress=sys.stderr,
+    *,
+    bench=measure,
+    baseline: str | None = None,
+) -> list[dict]:
+    """Check and time every (shape, variant) through ``bench``; one record per pair.
+
+    A wrong variant is not timed. Ratios are to ``baseline`` and to the first of ``variants``.
+    """
     records = []
     total = len(shapes) * len(variants)
     done = 0
     timer = measure.new_timer()
-    for m, n, k in shapes:
+    for shape in shapes:
+        label = config_mod.shape_label(shape)
         for name in variants:
             done += 1
-            print(f"[{done}/{total}] {m}x{n}x{k} {name} ...", file=progress, flush=True)
-            prepared = measure.prepare(name, m, n, k, raise_if_wrong=False)
+            print(f"[{done}/{total}] {label} {name} ...", file=progress, flush=True)
+            prepared = bench.prepare(name, *shape, raise_if_wrong=False)
             correct = bool(prepared.error <= prepared.bound)
             samples = (
                 measure.device_times(prepared.launch, repeat=repeat, warmup=warmup, timer=timer)
@@ -104,9 +131,7 @@ def run(shapes, variants, repeat: int, warmup: int, progress=sys.stderr) -> list
             seconds = statistics.median(samples) if samples else None
             records.append(
                 {
-                    "m": m,
-                    "n": n,
-                    "k": k,
+                    "shape": label,
                     "variant": name,
                     "median_s": seconds,
                     "tflops": prepared.flops / seconds / 1e12 if seconds else None,
@@ -116,37 +141,34 @@ def run(shapes, variants, repeat: int, warmup: int, progress=sys.stderr) -> list
                     "samples_s": samples,
                 }
             )
+    first = next((v for v in variants if v != baseline), None)
     for record in records:
-        by_name = {
-            r["variant"]: r["median_s"]
-            for r in records
-            if (r["m"], r["n"], r["k"]) == (record["m"], record["n"], record["k"])
-        }
+        by_name = {r["variant"]: r["median_s"] for r in records if r["shape"] == record["shape"]}
         mine = record["median_s"]
-        record["fraction_of_cublas"] = (
-            by_name["cublas"] / mine if mine and by_name.get("cublas") else None
+        record["fraction_of_baseline"] = (
+            by_name[baseline] / mine if mine and by_name.get(baseline) else None
         )
-        record["speedup_over_naive"] = (
-            by_name["naive"] / mine if mine and by_name.get("naive") else None
+        record["speedup_over_first"] = (
+            by_name[first] / mine if mine and by_name.get(first) else None
         )
     return records
 
 
-def format_table(records: list[dict]) -> str:
+def format_table(records: list[dict], baseline: str | None = None, first: str | None = None) -> str:
     def fmt(value, spec):
         return "-" if value is None else format(value, spec)
 
     header = (
-        f"{'shape':>17} {'variant':>10} {'ms':>9} {'TFLOP/s':>8} {'×cuBLAS':>8} {'×naive':>7} "
-        f"{'rel.err':>8} ok"
+        f"{'shape':>17} {'variant':>10} {'ms':>9} {'TFLOP/s':>8} {'×' + (baseline or '-'):>9} "
+        f"{'×' + (first or '-'):>9} {'rel.err':>8} ok"
     )
     lines = [header, "-" * len(header)]
     for r in records:
         ms = None if r["median_s"] is None else r["median_s"] * 1e3
         lines.append(
-            f"{r['m']:>5}x{r['n']:>5}x{r['k']:>5} {r['variant']:>10} {fmt(ms, '>9.3f')} "
-            f"{fmt(r['tflops'], '>8.2f')} {fmt(r['fraction_of_cublas'], '>8.3f')} "
-            f"{fmt(r['speedup_over_naive'], '>7.2f')} {r['relative_error']:>8.1e} "
+            f"{r['shape']:>17} {r['variant']:>10} {fmt(ms, '>9.3f')} "
+            f"{fmt(r['tflops'], '>8.2f')} {fmt(r['fraction_of_baseline'], '>9.3f')} "
+            f"{fmt(r['speedup_over_first'], '>9.2f')} {r['relative_error']:>8.1e} "
             f"{'yes' if r['correct'] else 'NO'}"
         )
     return "\n".join(lines)
@@ -173,10 +195,14 @@ def _no_device() -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from gemm import VARIANTS  # the registry only; nothing is compiled here
-
     try:
-        args = parse_args(sys.argv[1:] if argv is None else list(argv), list(VARIANTS))
+        config = config_mod.load()
+        registered = config.variant_names()  # the registry only; nothing is compiled here
+    except config_mod.ConfigError as exc:
+        print(f"gemmbench report: {exc}", file=sys.stderr)
+        return exitcodes.USAGE
+    try:
+        args = parse_args(sys.argv[1:] if argv is None else list(argv), registered)
     except SystemExit as exc:  # argparse printed the usage and the reason
         return exc.code if isinstance(exc.code, int) else exitcodes.USAGE
     if args.json and (why := cannot_write(args.json, "--json")):
@@ -185,10 +211,19 @@ def main(argv: list[str] | None = None) -> int:
     if why := _no_device():
         print(f"gemmbench report: no usable NVIDIA GPU: {why}", file=sys.stderr)
         return exitcodes.INFRASTRUCTURE
-    variants = list(dict.fromkeys(["cublas", *args.variants]))  # cuBLAS is the baseline
+    baseline = config.baseline
+    variants = list(dict.fromkeys([baseline, *args.variants] if baseline else args.variants))
+    first = next((v for v in variants if v != baseline), None)
     started = time.time()
     try:
-        records = run(args.shapes, variants, args.repeat, args.warmup)
+        records = run(
+            args.shapes,
+            variants,
+            args.repeat,
+            args.warmup,
+            bench=config.bench_module(),
+            baseline=baseline,
+        )
     except KeyboardInterrupt:
         print("gemmbench report: interrupted; nothing written", file=sys.stderr)
         return exitcodes.INTERRUPTED
@@ -198,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
         f"median of {args.repeat} CUDA-event timings after {args.warmup} warm-ups, "
         f"L2 {measure.L2_POLICY} before each"
     )
-    print(format_table(records))
+    print(format_table(records, baseline, first))
     if args.json:
         payload = {
             "device": device,
@@ -206,13 +241,15 @@ def main(argv: list[str] | None = None) -> int:
             "repeat": args.repeat,
             "warmup": args.warmup,
             "l2": measure.L2_POLICY,
+            "baseline": baseline,
+            "first": first,
             "records": records,
         }
         with open(args.json, "w", encoding="utf-8") as fh:
             json.dump(payload, fh, indent=1)
     wrong = [r for r in records if not r["correct"]]
     if wrong:
-        names = ", ".join(f"{r['variant']} at {r['m']}x{r['n']}x{r['k']}" for r in wrong)
+        names = ", ".join(f"{r['variant']} at {r['shape']}" for r in wrong)
         print(f"gemmbench report: results differ from the reference: {names}", file=sys.stderr)
         return exitcodes.FAILED
     return exitcodes.OK

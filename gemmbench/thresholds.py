@@ -1,7 +1,10 @@
 """Load and check thresholds.toml: the speed-up floors and the gate's settings, per-GPU overrides.
 
-Every key is required and checked, and the error names the key, so a typo cannot quietly fall
-back to some default in the code. This module holds no numbers of its own.
+Every key is checked and the error names the key, so a typo cannot quietly fall back to some
+default in the code. This module holds no numbers of its own. The file is the one
+``[tool.gemmbench] thresholds`` names. Gate keys that may be left out: ``cases`` (default: every
+registered variant at every gate shape; patterns such as "*-4096" match the registry's case
+names, in ``canary`` too) and ``tolerances`` (per-benchmark tolerances; default none).
 """
 
 from __future__ import annotations
@@ -20,19 +23,20 @@ try:
 except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib
 
+from . import config as config_mod
 from .stats import smallest_p
 
-DEFAULT_PATH = Path(__file__).resolve().parent.parent / "thresholds.toml"
 
-# Speed-up key -> (faster variant, slower variant). Its value is t(slower) / t(faster), both
-# measured in the same run.
-RATIOS: Mapping[str, tuple[str, str]] = MappingProxyType(
-    {
-        "tiled_over_naive": ("tiled", "naive"),
-        "coarsened_over_tiled": ("coarsened", "tiled"),
-        "coarsened_over_cublas": ("coarsened", "cublas"),
-    }
-)
+def default_path() -> Path:
+    """The thresholds file named by the configuration (``[tool.gemmbench] thresholds``)."""
+    return config_mod.load().thresholds
+
+
+def __getattr__(name: str):
+    # DEFAULT_PATH is looked up when read, so it follows the configuration found at that time.
+    if name == "DEFAULT_PATH":
+        return default_path()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class ThresholdsError(ValueError):
@@ -40,13 +44,32 @@ class ThresholdsError(ValueError):
 
 
 @dataclass(frozen=True)
+class Floor:
+    """t(slower) / t(faster) at n×n×n, both measured in the same run, must be at least ``min``."""
+
+    faster: str
+    slower: str
+    min: float
+
+    @property
+    def key(self) -> str:
+        """Its name in test ids and messages, e.g. "tiled_over_naive"."""
+        return f"{self.faster}_over_{self.slower}"
+
+
+@dataclass(frozen=True)
 class Speedups:
-    """Minimum speed-ups between variants at n×n×n (see RATIOS)."""
+    """Minimum speed-ups between variants at n×n×n, one :class:`Floor` per pair."""
 
     n: int
-    tiled_over_naive: float
-    coarsened_over_tiled: float
-    coarsened_over_cublas: float
+    floors: tuple[Floor, ...]
+
+    def floor(self, key: str) -> Floor:
+        """The floor called ``key`` ("tiled_over_naive"); KeyError if there is none."""
+        for floor in self.floors:
+            if floor.key == key:
+                return floor
+        raise KeyError(key)
 
 
 @dataclass(frozen=True)
@@ -61,11 +84,18 @@ class GateSettings:
     canary: tuple[str, ...]
     max_clock_drop: float
     max_spread: float
+    tolerances: Mapping[str, float] = dataclasses.field(default_factory=dict)
+
+    def for_case(self, name: str) -> GateSettings:
+        """These settings with ``name``'s own tolerance (``[gate.tolerances]``), if it has one."""
+        if name not in self.tolerances:
+            return self
+        return dataclasses.replace(self, tolerance=self.tolerances[name])
 
 
 @dataclass(frozen=True)
 class _Key:
-    kind: type  # int, float or tuple (a list of benchmark names)
+    kind: type  # int, float, tuple (a list of benchmark names), dict (name -> tolerance), Floor
     valid: Callable[[object], bool]
     expected: str  # completes "must be ..."
 
@@ -77,9 +107,17 @@ def _names(empty_ok: bool) -> Callable[[object], bool]:
     return valid
 
 
+def _floors_valid(value) -> bool:
+    pairs = [(f.faster, f.slower) for f in value]
+    return len(set(pairs)) == len(pairs) and all(f.faster != f.slower for f in value)
+
+
+_FLOORS_EXPECTED = (
+    'a list of {faster = "VARIANT", slower = "VARIANT", min = NUMBER > 0}, one per pair'
+)
 _SPEEDUP_KEYS = {
     "n": _Key(int, lambda v: v >= 1, "a whole number ≥ 1"),
-    **{key: _Key(float, lambda v: v > 0, "a number > 0") for key in RATIOS},
+    "floors": _Key(Floor, _floors_valid, _FLOORS_EXPECTED),
 }
 _GATE_KEYS = {
     "tolerance": _Key(float, lambda v: 0 <= v < 1, "a number in [0, 1), e.g. 0.03 for 3%"),
@@ -92,7 +130,12 @@ _GATE_KEYS = {
     ),
     "max_clock_drop": _Key(float, lambda v: 0 < v < 1, "a number in (0, 1), e.g. 0.10"),
     "max_spread": _Key(float, lambda v: v > 0, "a number > 0, e.g. 0.05"),
+    "tolerances": _Key(
+        dict, lambda v: all(0 <= t < 1 for t in v.values()), "a table of benchmark = [0, 1)"
+    ),
 }
+# Keys that may be left out: their defaults.
+_OPTIONAL = {"gate": {"cases": ("*",), "tolerances": {}}}
 _SECTIONS = {"speedups": (_SPEEDUP_KEYS, Speedups), "gate": (_GATE_KEYS, GateSettings)}
 
 
@@ -105,9 +148,40 @@ def _convert(key: _Key, value):
     if key.kind is float:
         ok = isinstance(value, (int, float)) and math.isfinite(value)
         return float(value) if ok else None
+    if key.kind is dict:
+        if not isinstance(value, dict):
+            return None
+        converted = {k: _convert(_Key(float, bool, ""), v) for k, v in value.items()}
+        return None if None in converted.values() else MappingProxyType(converted)
+    if key.kind is Floor:
+        return _floors(value)
     if isinstance(value, list) and all(isinstance(v, str) and v.strip() for v in value):
         return tuple(value)
     return None
+
+
+def _floors(value) -> tuple[Floor, ...] | None:
+    if not isinstance(value, list):
+        return None
+    floors = []
+    for item in value:
+        if not isinstance(item, dict) or set(item) != {"faster", "slower", "min"}:
+            return None
+        names = (item["faster"], item["slower"])
+        if not all(isinstance(v, str) and v.strip() for v in names):
+            return None
+        minimum = _convert(_Key(float, bool, ""), item["min"])
+        if minimum is None or minimum <= 0:
+            return None
+        floors.append(Floor(*names, minimum))
+    return tuple(floors)
+
+
+def merge_floors(floors: tuple[Floor, ...], overrides: tuple[Floor, ...]) -> tuple[Floor, ...]:
+    """``floors`` with each pair in ``overrides`` replaced (or added, in order)."""
+    merged = {(f.faster, f.slower): f for f in floors}
+    merged.update({(f.faster, f.slower): f for f in overrides})
+    return tuple(merged.values())
 
 
 def _unknown(name: str, known) -> str:
@@ -135,7 +209,7 @@ def _check_table(
         checked[name] = converted
     if required:
         for name in spec:
-            if name not in table:
+            if name not in table and name not in _OPTIONAL.get(label, {}):
                 problems.append(f"{label}.{name} is missing; it must be {spec[name].expected}")
     return checked
 
@@ -202,6 +276,11 @@ class Thresholds:
         origins = dict(self.origins)
         sections = {}
         for section, values in self.overrides[key].items():
+            values = dict(values)
+            if "floors" in values:
+                table = f'[gpu."{key}".{section}]'
+                origins.update({f"speedups.{f.key}": table for f in values["floors"]})
+                values["floors"] = merge_floors(self.speedups.floors, values["floors"])
             sections[section] = dataclasses.replace(getattr(self, section), **values)
             origins.update({f"{section}.{name}": f'[gpu."{key}".{section}]' for name in values})
         return dataclasses.replace(self, gpu=key, origins=origins, **sections)
@@ -227,9 +306,31 @@ class Thresholds:
         return f"{table} {name} in {self.path.name}"
 
 
-def load(path: str | Path = DEFAULT_PATH) -> Thresholds:
-    """Read and check ``path``; ThresholdsError lists every missing or invalid key by name."""
-    path = Path(path)
+def _expand_patterns(gate: dict, label: str, problems: list[str]) -> None:
+    """Replace the patterns in ``gate``'s cases and canary by the registry's case names."""
+    lists = {k: gate[k] for k in ("cases", "canary") if k in gate}
+    if not any(any(ch in p for ch in "*?[") for names in lists.values() for p in names):
+        return
+    from .cases import expand_cases, registry_case_names
+
+    try:
+        offered = registry_case_names(config_mod.load())
+    except (ValueError, ImportError) as exc:
+        problems.append(f"{label}cases: cannot list the registered benchmarks: {exc}")
+        return
+    for key, names in lists.items():
+        try:
+            gate[key] = expand_cases(names, offered)
+        except ValueError as exc:
+            problems.append(f"{label}{key}: {exc}")
+
+
+def load(path: str | Path | None = None) -> Thresholds:
+    """Read and check ``path`` (default: the configuration's thresholds file).
+
+    ThresholdsError lists every missing or invalid key by name.
+    """
+    path = Path(path) if path else default_path()
     try:
         with path.open("rb") as f:
             data = tomllib.load(f)
@@ -244,7 +345,8 @@ def load(path: str | Path = DEFAULT_PATH) -> Thresholds:
     sections = {}
     for section, (spec, _) in _SECTIONS.items():
         if section not in data:
-            problems.append(f"[{section}] table is missing; it needs keys {', '.join(spec)}")
+            needed = [k for k in spec if k not in _OPTIONAL.get(section, {})]
+            problems.append(f"[{section}] table is missing; it needs keys {', '.join(needed)}")
             sections[section] = {}
         else:
             sections[section] = _check_table(
@@ -276,6 +378,12 @@ def load(path: str | Path = DEFAULT_PATH) -> Thresholds:
     for name in set(data) - {"speedups", "gate", "gpu"}:
         problems.append(_unknown(name, ["speedups", "gate", "gpu"]))
 
+    if not problems:
+        sections["gate"] = {**_OPTIONAL["gate"], **sections["gate"]}
+        _expand_patterns(sections["gate"], "gate.", problems)
+        for gpu, tables in overrides.items():
+            if "gate" in tables:
+                _expand_patterns(tables["gate"], f'gpu."{gpu}".gate.', problems)
     if not problems:
         gate = GateSettings(**sections["gate"])
         _cross_check(gate, "", problems)

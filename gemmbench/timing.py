@@ -1,4 +1,4 @@
-"""Device-time measurement: CUDA-event samples of one kernel launch, with an explicit L2 policy."""
+"""Device-time measurement: CUDA-event samples of one kernel launch, each from a cold L2."""
 
 from __future__ import annotations
 
@@ -7,10 +7,9 @@ import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-# L2 policies. "cold": every sample starts with an L2 that holds none of the inputs (a memset
-# over twice the L2 evicts them), as in a real model where other layers ran in between.
-# "warm": back-to-back launches over the same buffers, inputs partly resident in L2.
-L2_POLICIES = ("cold", "warm")
+# Every sample starts with an L2 that holds none of the inputs (a memset over twice the L2
+# evicts them), as in a real model where other layers ran in between.
+L2_POLICY = "cold"
 
 # A spin of this many device cycles (~0.5 ms at 2 GHz) is queued before the start event, so the
 # start event is never recorded while the GPU waits for the kernel to be enqueued (that idle gap
@@ -50,34 +49,28 @@ class DeviceClock:
 class DeviceTimer:
     """Times callables that enqueue GPU work on the current stream, one CUDA-event pair each."""
 
-    def __init__(self, l2: str = "cold", clock: DeviceClock | None = None) -> None:
-        if l2 not in L2_POLICIES:
-            raise ValueError(f"unknown L2 policy {l2!r}; use one of {L2_POLICIES}")
+    def __init__(self, clock: DeviceClock | None = None) -> None:
         import cupy
 
         self._cupy = cupy
-        self.l2 = l2
-        # Several timers (one per L2 policy) may feed one clock: asv reads a single ``timer``.
+        # Several timers may feed one clock: asv reads a single ``timer``.
         self.clock = DeviceClock() if clock is None else clock
         self._start = cupy.cuda.Event()
         self._stop = cupy.cuda.Event()
         l2_bytes = cupy.cuda.Device().attributes["L2CacheSize"]
         # Twice the L2: a write-allocate memset of that size leaves no input line resident.
         self._flush_bytes = 2 * l2_bytes
-        self._flush_buffer = (
-            cupy.empty(self._flush_bytes, dtype=cupy.uint8) if l2 == "cold" else None
-        )
+        self._flush_buffer = cupy.empty(self._flush_bytes, dtype=cupy.uint8)
         self._spin = cupy.RawKernel(_SPIN_SOURCE, "spin")
 
     def _cover_launch_latency(self) -> None:
         import numpy
 
         stream = self._cupy.cuda.get_current_stream()
-        if self._flush_buffer is not None:
-            # Evicts the inputs from L2 before every cold sample.
-            self._cupy.cuda.runtime.memsetAsync(
-                self._flush_buffer.data.ptr, 0, self._flush_bytes, stream.ptr
-            )
+        # Evicts the inputs from L2 before every sample.
+        self._cupy.cuda.runtime.memsetAsync(
+            self._flush_buffer.data.ptr, 0, self._flush_bytes, stream.ptr
+        )
         self._spin((1,), (1,), (numpy.int64(_SPIN_CYCLES),))
 
     def time_once(self, launch: Callable[[], object]) -> float:

@@ -9,7 +9,7 @@ Each SHAPE (N or MxNxK; default the asv suite's shapes and 8192³) is measured f
 multiprocessors idle), with cuBLAS as the yardstick, through gemmbench.measure, the path every
 other tool measures through: its seeded inputs, its check (one launch into a NaN-poisoned output
 against the float64 product, bound ``measure.error_bound(K)``; the reference is computed once per
-shape) and its DeviceTimer with the L2 policy ``measure.L2_FOR["tuning"]``. A candidate that fails
+shape) and its DeviceTimer, its L2 cold (``measure.L2_POLICY``). A candidate that fails
 the check is not timed, is marked WRONG and never wins. For each shape class the candidate with
 the best geometric mean of (fastest time ÷ its time) over the class's shapes wins. The GPU's entry
 of gemm/dispatch_table.py is replaced by this run's winners, and its section of docs/tuning.md by
@@ -35,25 +35,16 @@ from pathlib import Path
 
 from gemm import VARIANTS, dispatch
 from gemm.variants import Config, Variant, config_name
+from gemmbench import config as harness_config
 from gemmbench import exitcodes, machine, measure, tune_table
 from gemmbench.cli import OneLineErrorParser, cannot_write
 from gemmbench.report import parse_shape
 
-# The asv suite's shapes (benchmarks/common.py) and the largest square the issue tracks.
-DEFAULT_SHAPES = [
-    (1024, 1024, 1024),
-    (2048, 2048, 2048),
-    (4096, 4096, 4096),
-    (2049, 2049, 2049),
-    (16384, 64, 4096),
-    (1024, 1024, 16384),
-    (8192, 8192, 8192),
-]
 # K-split counts tried for a configuration whose grid leaves multiprocessors idle, kept to at
 # most two waves of blocks and slices at least MIN_SLICE deep.
 SPLIT_CANDIDATES = (2, 3, 4, 6, 8)
 MIN_SLICE = 512
-L2_POLICY = measure.L2_FOR["tuning"]
+L2_POLICY = measure.L2_POLICY
 
 
 def candidates(variant: Variant, m: int, n: int, k: int, sm_count: int) -> list[tuple[Config, int]]:
@@ -245,7 +236,7 @@ def dry_run(shapes, args) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
-    shapes = args.shapes or DEFAULT_SHAPES
+    shapes = args.shapes or list(harness_config.load().shape_set("tune"))  # [tool.gemmbench.shapes]
     args.shape_texts = ["x".join(map(str, s)) for s in shapes]
     if args.repeat < 1 or args.warmup < 0 or args.sm_count < 1:
         parser.error("--repeat and --sm-count must be ≥ 1 and --warmup ≥ 0")

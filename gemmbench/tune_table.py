@@ -75,7 +75,7 @@ def markdown(gpu: dispatch.Gpu, tuned: str, rows: list[dict], winners: dict, arg
         f"`gemmbench.measure`: seeded uniform(−1, 1) float32 inputs, each candidate checked "
         f"against the float64 product (relative Frobenius error ≤ 8·√K·2⁻²⁴, output poisoned "
         f"with NaN), then median of {args.repeat} DeviceTimer samples after {args.warmup} "
-        f"warm-ups, L2 {measure.L2_FOR['tuning']} (flushed before every sample), TF32 off.",
+        f"warm-ups, L2 {measure.L2_POLICY} (flushed before every sample), TF32 off.",
     ]
     if getattr(args, "repick", None):
         lines += [

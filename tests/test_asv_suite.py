@@ -14,7 +14,17 @@ sys.path.insert(0, str(REPO_ROOT))
 
 import gemm  # noqa: E402
 from benchmarks import bench_gemm, common  # noqa: E402
-from gemmbench import timing  # noqa: E402
+from gemmbench import config  # noqa: E402
+
+# The labels asv has stored history under. The suite's shapes may be appended to, never changed.
+HISTORY_SHAPES = [
+    "1024x1024x1024",
+    "2048x2048x2048",
+    "4096x4096x4096",
+    "16384x64x4096",
+    "1024x1024x16384",
+    "2049x2049x2049",
+]
 
 
 def asv(*args: str, tmp_path: Path) -> subprocess.CompletedProcess:
@@ -45,6 +55,14 @@ def discovered():
     return {b.name: b for b in disc_benchmarks(str(REPO_ROOT / "benchmarks"))}
 
 
+# The versions (source hashes) asv stored that history under.
+HISTORY_VERSIONS = {
+    "time_gemm": "3a136910cb5fad0d0ff39f9a97ba7c1803fcaaf813a95d38dddb535a5d926bcd",
+    "track_tflops": "efbcf22652dadfa18489b46613a538e1d57dd883b60e932750d8a19177855b5c",
+    "track_time_vs_cublas": "ef511a5cf38e0b97ec0130acad3ff07c0c9aff2bde17d4b9a2c815d0f6a522dd",
+}
+
+
 class TestDiscovery:
     """What asv_runner discovers in benchmarks/, in this process, without a device."""
 
@@ -57,13 +75,22 @@ class TestDiscovery:
         ]
 
     def test_parameters(self, discovered):
-        """Every variant of gemm.VARIANTS, cuBLAS included, times every shape of the table."""
+        """Every variant of gemm.VARIANTS, the baseline included, times every configured suite
+        shape, and the shapes with stored history keep their labels and order."""
         for benchmark in discovered.values():
             assert benchmark.param_names == ["variant", "shape"]
             variants, shapes = benchmark.params
             assert variants == [repr(v) for v in gemm.VARIANTS]
-            assert "'cublas'" in variants
-            assert shapes == [repr(s) for s in common.SHAPES]
+            assert repr(config.load().baseline) in variants
+            labels = [config.shape_label(s) for s in config.load().shape_set("suite")]
+            assert shapes == [repr(s) for s in labels]
+            assert labels[: len(HISTORY_SHAPES)] == HISTORY_SHAPES
+
+    def test_history_versions_kept(self, discovered):
+        """Each benchmark keeps the version asv stored its history under, so asv publish still
+        shows that history (asv publishes only results of a benchmark's current version)."""
+        versions = {name.rsplit(".", 1)[1]: b.version for name, b in discovered.items()}
+        assert versions == HISTORY_VERSIONS
 
     def test_units(self, discovered):
         """Seconds for time, TFLOP/s and a ratio for the tracked figures."""
@@ -82,17 +109,16 @@ class TestTables:
     """Tests for the shape table in benchmarks/common.py."""
 
     def test_labels_are_the_dimensions(self):
-        """Each label is MxNxK of its shape, and every L2 policy is a known one."""
-        for label, shape in common.SHAPES.items():
-            assert label == f"{shape.m}x{shape.n}x{shape.k}"
-            assert shape.l2 in timing.L2_POLICIES
+        """Each label is MxNxK of its shape."""
+        for label, (m, n, k) in common.SHAPES.items():
+            assert label == f"{m}x{n}x{k}"
 
     def test_the_shapes_users_hit(self):
         """Square 1024/2048/4096, tall-skinny, K much larger, and one past a tile."""
         shapes = list(common.SHAPES.values())
-        assert {s.m for s in shapes if s.m == s.n == s.k} >= {1024, 2048, 4096}
-        assert any(s.m >= 64 * s.n for s in shapes)
-        assert any(s.k >= 8 * max(s.m, s.n) for s in shapes)
+        assert {m for m, n, k in shapes if m == n == k} >= {1024, 2048, 4096}
+        assert any(m >= 64 * n for m, n, k in shapes)
+        assert any(k >= 8 * max(m, n) for m, n, k in shapes)
         tiles = {
             c[key]
             for v in gemm.VARIANTS.values()
@@ -100,7 +126,7 @@ class TestTables:
             for key in c
             if key in ("BM", "BN", "TILE", "BLOCK_X")
         }
-        assert any(all(s.m % t == 1 for t in tiles) for s in shapes)
+        assert any(all(s[0] % t == 1 for t in tiles) for s in shapes)
 
     def test_harness_comes_from_the_checkout(self):
         """The timing code is this checkout's file, whichever gemm is installed."""

@@ -19,6 +19,8 @@ from pathlib import Path
 import pytest
 from gitrepo import git
 
+from gemmbench.config import load as load_config
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DOC = REPO_ROOT / "docs" / "bad-inputs.md"
 FIXTURE_MACHINE = REPO_ROOT / "tests" / "fixtures" / "asv" / "results" / "h200-fixture"
@@ -55,6 +57,11 @@ CHECK = "python -m gemmbench check-results --results-dir results"
 ASV_CONF = (("asv.conf.json", (REPO_ROOT / "asv.conf.json").read_text()),)
 # gemm.matmul is an API: the snippet prints the exception it raises as its one stderr line.
 MATMUL = "python -c \"import sys, gemm\ntry: gemm.matmul(None, None, {})\nexcept ValueError as e: sys.exit(f'ValueError: {{e}}')\""
+
+# A [tool.gemmbench] table that the config-* cases break one key of.
+BAD_TABLE = (
+    '[tool.gemmbench]\npackage = "gemm"\ntitle = "T"\n[tool.gemmbench.shapes]\nsuite = ["64"]\n'
+)
 
 # fmt: off
 CASES = [
@@ -100,8 +107,10 @@ CASES = [
     Case("report-unwritable-json", "python -m gemmbench report --json /unwritable/x.json", 2, "cannot write --json /unwritable/x.json"),
     Case("report-unknown-variant", "python -m gemmbench report --variants naive bogus", 2, "unknown variant 'bogus'"),
     Case("report-bad-shape", "python -m gemmbench report 4096x0", 2, "shape '4096x0' is not N or MxNxK"),
+    Case("config-unknown-key", "python -m gemmbench report", 2, "titel is not a known key (did you mean 'title'?)", cwd="scratch", files=(("pyproject.toml", BAD_TABLE.replace("title", "titel")),)),
+    Case("config-bad-shape", "python -m gemmbench gate --base HEAD", 2, "shapes.suite: shape '64x0' is not N, AxB or AxBxC", cwd="scratch", files=(("pyproject.toml", BAD_TABLE.replace('"64"', '"64x0"')),)),
+    Case("config-package-missing", "python -m gemmbench report", 2, "package = 'no_such_package' cannot be imported", cwd="scratch", files=(("pyproject.toml", BAD_TABLE.replace('"gemm"', '"no_such_package"')),)),
     Case("report-bad-repeat", "python -m gemmbench report --repeat 0", 2, "--repeat must be ≥ 1"),
-    Case("report-old-entry-point", "python -m gemm", 2, "python -m gemmbench report"),
     Case("calibrate-too-few-runs", "python -m gemmbench calibrate --runs 1", 2, "--runs must be at least 2"),
     Case("calibrate-unknown-revision", "python -m gemmbench calibrate --rev no-such-branch", 2, "--rev 'no-such-branch' is not a commit"),
     Case("calibrate-unwritable-json", "python -m gemmbench calibrate --json /nonexistent/x.json", 2, "cannot write --json /nonexistent/x.json"),
@@ -158,7 +167,9 @@ def run_case(case: Case, root: Path, project: Path) -> Observed:
     if argv[0] == "python":
         argv[0] = sys.executable
     env = {
-        k: v for k, v in os.environ.items() if k not in ("ASV_PYTHONPATH", "CUDA_VISIBLE_DEVICES")
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("ASV_PYTHONPATH", "CUDA_VISIBLE_DEVICES", "GEMMBENCH_CONFIG")
     }
     env.update(HOME=str(home), PYTHONPATH=str(REPO_ROOT))
     done = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
@@ -166,8 +177,11 @@ def run_case(case: Case, root: Path, project: Path) -> Observed:
 
 
 def readable(text: str, cwd: Path) -> str:
-    """Paths that change from run to run, written as placeholders."""
-    return text.replace(str(cwd), "<cwd>").replace(str(REPO_ROOT), "<repo>")
+    """Paths that change from run to run, and the registry's list of variants (which grows with
+    every variant added), written as placeholders."""
+    registered = ", ".join(load_config().variant_names())
+    text = text.replace(str(cwd), "<cwd>").replace(str(REPO_ROOT), "<repo>")
+    return text.replace(registered, "<variants>")
 
 
 def gpu_missing() -> str | None:
@@ -209,7 +223,8 @@ def render(observed: dict[str, Observed]) -> str:
         "fails when it differs from what the cases print.\n\n"
         "Exit statuses: 2 a usage or setup error; 1 `check-results` found files asv would skip\n"
         "or misread. `matmul-*` rows call the API, `gemm.matmul`, which raises before any GPU\n"
-        "work; their snippet prints the exception as one line and exits 1.\n\n"
+        "work; their snippet prints the exception as one line and exits 1. `<variants>` stands\n"
+        "for the registered variants, listed in that order.\n\n"
         "| case | command | exit | stderr |\n"
         "|---|---|---|---|\n" + "\n".join(rows) + "\n"
     )

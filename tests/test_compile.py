@@ -3,23 +3,16 @@
 from __future__ import annotations
 
 import re
-import sys
-from pathlib import Path
 
 import pytest
+from ptxas_report import CompileError, compile_report, parse_ptxas_log
 
 from gemm import VARIANTS
 from gemm._loader import configuration_error
-from gemmbench.kernel_report import CompileError, compile_report, parse_ptxas_log
+from gemmbench.config import load as load_config
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
-
-BUDGETS = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())["tool"][
-    "gemm-regress"
-]["kernel-budgets"]
+# [tool.gemmbench.budgets]: a kernel without its own register budget gets max_registers.
+BUDGETS = load_config().budgets
 
 
 def nvrtc_unavailable_reason() -> str | None:
@@ -69,21 +62,21 @@ def launch_bounds_registers(variant, config) -> int:
 @pytest.mark.parametrize(("variant", "config"), CASES)
 def test_within_budget(variant, config):
     """Every kernel in the module (split-K's sum pass included) meets the budgets: no spills, no stack frame."""
-    _, log = compile_report(variant, config, arch=BUDGETS["arch"])
+    _, log = compile_report(variant, config, arch=BUDGETS.arch)
     reports = reports_by_kernel(log)
     expected = {variant.kernel_name} | ({variant.sum_kernel_name} if variant.split_k else set())
     assert set(reports) == expected, f"entry functions {sorted(reports)}, expected {expected}"
     for kernel, report in reports.items():
         usage = parse_ptxas_log(report)
         where = f"{kernel} of {variant.source} {dict(config)}: {usage}\n{log}"
-        assert usage.spills <= BUDGETS["max_spill_bytes"], f"spills to local memory: {where}"
-        assert usage.stack_frame_bytes <= BUDGETS["max_stack_frame_bytes"], (
+        assert usage.spills <= BUDGETS.max_spill_bytes, f"spills to local memory: {where}"
+        assert usage.stack_frame_bytes <= BUDGETS.max_stack_frame_bytes, (
             f"uses a stack frame: {where}"
         )
-        assert usage.registers <= BUDGETS["max_registers"][kernel.removeprefix("gemm_")], (
+        assert usage.registers <= BUDGETS.registers_for(kernel.removeprefix("gemm_")), (
             f"over the register budget: {where}"
         )
-        assert usage.shared_bytes <= BUDGETS["max_shared_bytes"], (
+        assert usage.shared_bytes <= BUDGETS.max_shared_bytes, (
             f"over the shared-memory budget: {where}"
         )
         if kernel == variant.kernel_name and "MIN_BLOCKS" in config:
@@ -132,7 +125,7 @@ def test_bad_configuration_refused_alike(name, overrides, message):
     variant = VARIANTS[name]
     bad = {**variant.config, **overrides}
     with pytest.raises(CompileError, match=message) as failed:
-        compile_report(variant, bad, arch=BUDGETS["arch"])
+        compile_report(variant, bad, arch=BUDGETS.arch)
     translated = configuration_error(variant, bad, str(failed.value))
     assert isinstance(translated, ValueError) and message in str(translated)
     assert "\n" not in str(translated)
@@ -159,7 +152,7 @@ def test_missing_constant_fails_to_compile(variant, missing):
     """A source compiled without one registry constant stops at an #error naming it (no default)."""
     partial = {key: value for key, value in variant.config.items() if key != missing}
     with pytest.raises(CompileError, match=f"{missing} is not defined"):
-        compile_report(variant, partial, arch=BUDGETS["arch"])
+        compile_report(variant, partial, arch=BUDGETS.arch)
 
 
 class TestParsePtxasLog:

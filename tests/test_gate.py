@@ -447,9 +447,9 @@ class TestMainUsage:
         bad.write_text("[speedups]\nn = 4096\n")
         assert gate.main(["--base", "HEAD", "--repo", str(tmp_path), "--thresholds", str(bad)]) == 2
         out = capsys.readouterr()
-        assert "speedups.tiled_over_naive is missing" in out.err + out.out
+        assert "speedups.floors is missing" in out.err + out.out
         # The reason is on stderr as one line, not only in the Markdown on stdout.
-        assert "gemmbench gate: " in out.err and "tiled_over_naive is missing" in out.err
+        assert "gemmbench gate: " in out.err and "floors is missing" in out.err
 
 
 PROVIDER = textwrap.dedent(
@@ -588,8 +588,10 @@ def test_default_provider_offers_the_scalar_path():
     """coarsened's scalar path (N, K not multiples of 4) has a gate case, and every variant is
     offered at every size; nothing is allocated before a case is prepared."""
     from gemm import VARIANTS
-    from gemmbench.cases import SIZES, gemm_cases
+    from gemmbench import config
+    from gemmbench.cases import registry_cases
 
-    names = [case.name for case in gemm_cases()]
+    names = [case.name for case in registry_cases()]
     assert "coarsened-2049" in names
-    assert sorted(names) == sorted(f"{v}-{n}" for v in VARIANTS for n in SIZES)
+    sizes = [shape[0] for shape in config.load().shape_set("gate")]
+    assert sorted(names) == sorted(f"{v}-{n}" for v in VARIANTS for n in sizes)

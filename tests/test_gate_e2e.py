@@ -50,9 +50,7 @@ def cases():
 THRESHOLDS = """\
 [speedups]
 n = 4096
-tiled_over_naive = 1.3
-coarsened_over_tiled = 2.0
-coarsened_over_cublas = 0.35
+floors = [{ faster = "tiled", slower = "naive", min = 1.3 }]
 
 [gate]
 tolerance = 0.25
@@ -189,6 +187,18 @@ class TestGateEndToEnd:
         assert "round 8/8" in output  # progress on stderr
         repo.assert_clean()
 
+    def test_tolerance_per_benchmark(self, repo):
+        """[gate] tolerances gives one benchmark its own tolerance: `hash` made 1.5× slower
+        passes under its own 90% and fails under the 25% default when only `steady` has one."""
+        base = repo.git("rev-parse", "HEAD")
+        head = repo.commit("slower hash", MEASURED.replace('"hash": 1500', '"hash": 2250'))
+        repo.thresholds.write_text(THRESHOLDS + 'tolerances = { "hash" = 0.9 }\n')
+        code, output, result = repo.gate(base, head)
+        assert code == 0 and verdicts(result)["hash"] != "slower", output
+        repo.thresholds.write_text(THRESHOLDS + 'tolerances = { "steady" = 0.9 }\n')
+        code, output, result = repo.gate(base, head)
+        assert code == 1 and verdicts(result)["hash"] == "slower", output
+
     @pytest.mark.parametrize("same_commit", [True, False])
     def test_identical_code_passes(self, repo, same_commit):
         """The same commit on both sides, or a commit that changes only a README, exits 0."""
@@ -307,12 +317,19 @@ ALWAYS_PASS = {
     "benchcases.py": "def cases():\n    return []\n",
     "sitecustomize.py": "import os\nos._exit(0)\n",
     "thresholds.toml": THRESHOLDS.replace("tolerance = 0.25", "tolerance = 100.0"),
+    # A configuration that would measure another package, with the head's own cases and title.
+    "pyproject.toml": (
+        '[tool.gemmbench]\npackage = "benchcases"\nprovider = "benchcases:cases"\n'
+        'title = "Rewritten"\nthresholds = "thresholds.toml"\n'
+        '[tool.gemmbench.shapes]\nsuite = ["64"]\n'
+    ),
 }
 
 
 def test_head_rewriting_gate_still_fails(repo):
-    """A head that rewrites gemmbench's gate, stats, worker and cases to pass, and plants a 3×
-    slowdown, still fails: the running harness judges, and only `gemm` comes from the head."""
+    """A head that rewrites gemmbench's gate, stats, worker, cases and [tool.gemmbench] table to
+    pass, and plants a 3× slowdown, still fails: the running harness and its table judge, and
+    only `gemm` comes from the head."""
     harness = {
         f"gemmbench/{path.name}": path.read_text()
         for path in (HARNESS_ROOT / "gemmbench").glob("*.py")
@@ -326,6 +343,7 @@ def test_head_rewriting_gate_still_fails(repo):
     code, output, result = repo.gate(base, head)
     assert code == 1, output
     assert verdicts(result) == {"hash": "slower", "steady": "same"}
+    assert (repo.tmp / "summary.md").read_text().startswith("### GEMM performance gate")
     for side, worker in result["workers"].items():
         origins = worker["origins"]
         assert Path(origins["gemm"]).is_relative_to(Path(origins["root"])), side

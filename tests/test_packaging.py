@@ -1,4 +1,4 @@
-"""The package builds from its committed files without a single packaging warning, and ships its kernels."""
+"""The package builds from its source files without a single packaging warning, and ships its kernels."""
 
 from __future__ import annotations
 
@@ -28,13 +28,26 @@ def setuptools_too_old() -> str | None:
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
-    """A wheel built by setuptools' own PEP 517 backend from a copy of the committed files."""
+    """A wheel built by setuptools' own PEP 517 backend from a copy of the source files: those
+    `pip install .` would see, tracked or new, less what git ignores (build outputs, .venv)."""
     reason = setuptools_too_old()
     if reason:
         pytest.skip(reason)
     source = tmp_path_factory.mktemp("source")
     tracked = subprocess.run(
-        ["git", "-C", str(REPO_ROOT), "ls-files", "-z"], check=True, capture_output=True, text=True
+        [
+            "git",
+            "-C",
+            str(REPO_ROOT),
+            "ls-files",
+            "-z",
+            "--cached",
+            "--others",
+            "--exclude-standard",
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
     ).stdout.split("\0")
     for name in filter(None, tracked):
         if (REPO_ROOT / name).is_file():
@@ -70,7 +83,7 @@ def test_no_packaging_warnings(built):
 
 
 def test_wheel_ships_kernels_and_license(built):
-    """Every committed kernel source, both packages and the licence are in the wheel."""
+    """Every kernel source, both packages and the licence are in the wheel."""
     names = set(zipfile.ZipFile(built["wheel"]).namelist())
     kernels = {f"gemm/kernels/{p.name}" for p in (REPO_ROOT / "gemm" / "kernels").glob("*.cu")}
     assert kernels and kernels <= names

@@ -6,15 +6,20 @@ import re
 
 import pytest
 
-from gemmbench import thresholds
+from gemmbench import config
+from gemmbench.cases import registry_case_names
 from gemmbench.thresholds import ThresholdsError, load, match_gpu
 
-VALID = """\
+# One line, so that without() and replaced() can drop or replace it.
+FLOORS = (
+    '[{ faster = "tiled", slower = "naive", min = 1.3 }, '
+    '{ faster = "coarsened", slower = "tiled", min = 2.0 }, '
+    '{ faster = "coarsened", slower = "cublas", min = 0.35 }]'
+)
+VALID = f"""\
 [speedups]
 n = 4096
-tiled_over_naive = 1.3
-coarsened_over_tiled = 2.0
-coarsened_over_cublas = 0.35
+floors = {FLOORS}
 
 [gate]
 tolerance = 0.03
@@ -25,28 +30,21 @@ cases = ["naive-4096", "coarsened-4096", "cublas-4096"]
 canary = ["cublas-4096"]
 max_clock_drop = 0.10
 max_spread = 0.05
+tolerances = {{}}
 
 [gpu."H200".speedups]
-coarsened_over_cublas = 0.70
+floors = [{{ faster = "coarsened", slower = "cublas", min = 0.70 }}]
 
 [gpu."H100".speedups]
-coarsened_over_cublas = 0.60
+floors = [{{ faster = "coarsened", slower = "cublas", min = 0.60 }}]
 
 [gpu."H100 PCIe".gate]
 tolerance = 0.05
 """
 
-SPEEDUP_KEYS = ["n", "tiled_over_naive", "coarsened_over_tiled", "coarsened_over_cublas"]
-GATE_KEYS = [
-    "tolerance",
-    "alpha",
-    "rounds",
-    "samples",
-    "cases",
-    "canary",
-    "max_clock_drop",
-    "max_spread",
-]
+SPEEDUP_KEYS = ["n", "floors"]
+# Required gate keys; cases and tolerances have defaults (TestDefaults).
+GATE_KEYS = ["tolerance", "alpha", "rounds", "samples", "canary", "max_clock_drop", "max_spread"]
 
 
 def write(tmp_path, text):
@@ -76,17 +74,20 @@ class TestLoad:
     def test_valid(self, tmp_path):
         """A complete file loads into typed settings."""
         t = load(write(tmp_path, VALID))
-        assert t.speedups.n == 4096 and t.speedups.coarsened_over_cublas == 0.35
+        assert t.speedups.n == 4096 and t.speedups.floor("coarsened_over_cublas").min == 0.35
         assert t.gate.cases == ("naive-4096", "coarsened-4096", "cublas-4096")
         assert t.gate.rounds == 10 and isinstance(t.gate.tolerance, float)
         assert t.gpu is None
 
     def test_repository_file(self):
-        """The repository's thresholds.toml loads, and its H200 floors are issue 2's targets."""
+        """The repository's thresholds.toml loads, with its H200 floors, and every floor names
+        registered variants."""
         t = load().for_gpu("NVIDIA H200")
         assert t.gpu == "H200"
-        assert t.speedups.tiled_over_naive == 1.6
-        assert t.speedups.coarsened_over_cublas == 0.90
+        assert t.speedups.floor("tiled_over_naive").min == 1.6
+        assert t.speedups.floor("coarsened_over_cublas").min == 0.90
+        named = {v for f in t.speedups.floors for v in (f.faster, f.slower)}
+        assert named <= set(config.load().variant_names())
         assert load().for_gpu("NVIDIA H100 80GB HBM3").gpu == "H100"
         assert "cublas-4096" in t.gate.canary
 
@@ -104,9 +105,16 @@ class TestLoad:
         [
             ("speedups", "n", "0"),
             ("speedups", "n", "4096.0"),
-            ("speedups", "tiled_over_naive", '"fast"'),
-            ("speedups", "coarsened_over_tiled", "-1"),
-            ("speedups", "coarsened_over_cublas", "true"),
+            ("speedups", "floors", '"fast"'),
+            ("speedups", "floors", '[{ faster = "tiled", slower = "naive", min = -1 }]'),
+            ("speedups", "floors", '[{ faster = "tiled", slower = "naive", min = true }]'),
+            ("speedups", "floors", '[{ faster = "tiled", slower = "tiled", min = 1 }]'),
+            ("speedups", "floors", '[{ faster = "tiled", slower = "naive" }]'),
+            (
+                "speedups",
+                "floors",
+                '[{ faster = "a", slower = "b", min = 1 }, { faster = "a", slower = "b", min = 2 }]',
+            ),
             ("gate", "tolerance", "1.5"),
             ("gate", "alpha", "0"),
             ("gate", "rounds", "1"),
@@ -116,6 +124,8 @@ class TestLoad:
             ("gate", "canary", '"cublas-4096"'),
             ("gate", "max_clock_drop", "nan"),
             ("gate", "max_spread", "0"),
+            ("gate", "tolerances", '{ "naive-4096" = 1.5 }'),
+            ("gate", "tolerances", '{ "naive-4096" = "loose" }'),
         ],
     )
     def test_invalid_value_named(self, tmp_path, section, key, value):
@@ -155,10 +165,8 @@ class TestLoad:
 
     def test_bad_override_named(self, tmp_path):
         """A bad value in a GPU table is named with the table's path."""
-        text = VALID.replace("coarsened_over_cublas = 0.70", "coarsened_over_cublas = 'high'")
-        with pytest.raises(
-            ThresholdsError, match=r'gpu\."H200"\.speedups\.coarsened_over_cublas must be'
-        ):
+        text = VALID.replace("min = 0.70", "min = 'high'")
+        with pytest.raises(ThresholdsError, match=r'gpu\."H200"\.speedups\.floors must be'):
             load(write(tmp_path, text))
 
     def test_unknown_override_section(self, tmp_path):
@@ -210,7 +218,8 @@ class TestGpuOverrides:
     def test_override_applied_and_traced(self, tmp_path):
         """Overrides replace defaults, others stay, and origin() says which table set each value."""
         t = load(write(tmp_path, VALID)).for_gpu("NVIDIA H200")
-        assert t.speedups.coarsened_over_cublas == 0.70 and t.speedups.tiled_over_naive == 1.3
+        assert t.speedups.floor("coarsened_over_cublas").min == 0.70
+        assert t.speedups.floor("tiled_over_naive").min == 1.3
         assert (
             t.origin("speedups.coarsened_over_cublas")
             == '[gpu."H200".speedups] coarsened_over_cublas in thresholds.toml'
@@ -238,6 +247,48 @@ class TestGpuOverrides:
         with pytest.raises(ThresholdsError, match=r"--rounds: gate\.rounds = 3 can never reach"):
             t.with_gate("--rounds", rounds=3)
 
-    def test_ratios_cover_speedup_keys(self):
-        """Every speed-up floor has a (faster, slower) variant pair, and only those keys."""
-        assert set(thresholds.RATIOS) == set(SPEEDUP_KEYS) - {"n"}
+    def test_gpu_floor_for_a_new_pair_is_added(self, tmp_path):
+        """A GPU table may add a floor for a pair the defaults do not hold."""
+        text = VALID.replace(
+            'floors = [{ faster = "coarsened", slower = "cublas", min = 0.70 }]',
+            'floors = [{ faster = "blocked", slower = "naive", min = 4.0 }]',
+        )
+        t = load(write(tmp_path, text)).for_gpu("NVIDIA H200")
+        assert [f.key for f in t.speedups.floors][-1] == "blocked_over_naive"
+        assert len(t.speedups.floors) == 4
+
+
+class TestDefaults:
+    """Tests for the gate keys that may be left out, and for patterns in cases."""
+
+    def test_cases_default_to_the_registry(self, tmp_path):
+        """Without gate.cases every registered variant is gated at every gate shape."""
+        t = load(
+            write(
+                tmp_path,
+                without("gate", "cases").replace('canary = ["cublas-4096"]', "canary = []"),
+            )
+        )
+        names = registry_case_names(config.load())
+        assert t.gate.cases == tuple(names) and len(names) == len(set(names)) > 1
+
+    def test_patterns_expand_over_the_registry(self, tmp_path):
+        """A pattern stands for every registered case it matches, so a new variant is included."""
+        t = load(write(tmp_path, replaced("gate", "cases", '["*-4096", "coarsened-2048"]')))
+        variants = config.load().variant_names()
+        assert t.gate.cases == (*(f"{v}-4096" for v in variants), "coarsened-2048")
+
+    def test_pattern_matching_nothing_is_named(self, tmp_path):
+        """A pattern that matches no registered case is an error naming it."""
+        with pytest.raises(
+            ThresholdsError, match=r"gate\.cases: 'nothing-\*' matches no benchmark"
+        ):
+            load(write(tmp_path, replaced("gate", "cases", '["nothing-*"]')))
+
+    def test_tolerance_per_benchmark(self, tmp_path):
+        """gate.tolerances gives one benchmark its own tolerance; the others keep the default."""
+        text = replaced("gate", "tolerances", '{ "naive-4096" = 0.08 }')
+        gate = load(write(tmp_path, text)).gate
+        assert gate.for_case("naive-4096").tolerance == 0.08
+        assert gate.for_case("cublas-4096").tolerance == 0.03 and gate.tolerances
+        assert load(write(tmp_path, VALID)).gate.tolerances == {}

@@ -194,23 +194,16 @@ def test_gemm_flops():
     assert timing.gemm_flops(16384, 64, 4096) == 2 * 16384 * 64 * 4096
 
 
-def test_unknown_l2_policy():
-    """An unknown L2 policy is refused before any device is touched."""
-    with pytest.raises(ValueError, match="unknown L2 policy"):
-        timing.DeviceTimer(l2="lukewarm")
-
-
 @pytest.mark.gpu
 class TestDeviceTimerOnGpu:
     """`DeviceTimer` on a real device."""
 
-    @pytest.mark.parametrize("l2", timing.L2_POLICIES)
-    def test_samples_feed_a_shared_clock(self, l2):
+    def test_samples_feed_a_shared_clock(self):
         """Samples are positive device seconds, and their sum is what the shared clock reads."""
         import cupy
 
         clock = timing.DeviceClock()
-        timer = timing.DeviceTimer(l2=l2, clock=clock)
+        timer = timing.DeviceTimer(clock=clock)
         a = cupy.random.default_rng(1).random((1024, 1024), dtype=cupy.float32)
         samples = timer.samples(lambda: a @ a, repeat=5)
         assert len(samples) == 5 and all(0 < s < 1 for s in samples)
@@ -221,7 +214,7 @@ class TestDeviceTimerOnGpu:
         it is shorter than the spin queued before the start event."""
         import cupy
 
-        timer = timing.DeviceTimer(l2="warm")
+        timer = timing.DeviceTimer()
         a = cupy.ones((256, 256), dtype=cupy.float32)
 
         def launch_after_host_work():

@@ -343,12 +343,12 @@ class MeasureDouble:
 
     ``prepare`` returns a real :class:`measure.Prepared` whose error is 0 (or NaN, as an unwritten
     poisoned element gives, for the names in ``wrong``) and whose bound is the real
-    ``error_bound(k)``; ``new_timer`` refuses a purpose not in ``L2_FOR``; ``device_times``
+    ``error_bound(k)``; ``new_timer`` refuses a purpose not in ``PURPOSES``; ``device_times``
     launches ``warmup`` + ``repeat`` times and returns ``repeat`` samples. Each candidate's time
     comes from ``seconds(variant, config name, splits, shape)``. Every call is recorded.
     """
 
-    L2_FOR = measure.L2_FOR
+    PURPOSES = measure.PURPOSES
     error_bound = staticmethod(measure.error_bound)
 
     def __init__(self, seconds, wrong=(), now=None):
@@ -360,7 +360,7 @@ class MeasureDouble:
         self.now = now
 
     def new_timer(self, purpose="comparison", clock=None):
-        if purpose not in self.L2_FOR:
+        if purpose not in self.PURPOSES:
             raise ValueError(f"unknown purpose {purpose!r}")
         self.calls.append(("new_timer", purpose))
         timer = object()

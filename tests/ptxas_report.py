@@ -1,4 +1,4 @@
-"""Compile a variant for a chosen GPU architecture through NVRTC (no GPU needed) and read ptxas's resource report."""
+"""Test helper: compile a variant for a GPU architecture through NVRTC (no GPU) and read ptxas's report."""
 
 from __future__ import annotations
 

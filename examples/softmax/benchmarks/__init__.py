@@ -1,0 +1,1 @@
+"""asv suite of the softmax example."""

@@ -1,0 +1,331 @@
+"""Load the `[tool.gemmbench]` table: the measured package, its variants, shapes, budgets and titles.
+
+Every consumer (report, gate, asv suite, tune, the tests) reads the harness's settings here. The
+table lives in a ``pyproject.toml``; which one is found the way pytest finds its rootdir:
+
+1. ``GEMMBENCH_CONFIG``, a path to a ``pyproject.toml`` (or to the folder holding one);
+2. else the nearest ``pyproject.toml`` with a ``[tool.gemmbench]`` table, from the working
+   directory upwards (under asv, from the folder of its ``asv.conf.json``, ``ASV_CONF_DIR``);
+3. else the ``pyproject.toml`` of the checkout this harness runs from.
+
+Keys (all optional but ``package``; docs/adopt.md shows a whole table):
+
+- ``package``: import name of the measured package.
+- ``registry``: the package's attribute listing its variants, a mapping or a sequence of names
+  (default ``"VARIANTS"``); ``variants`` narrows or orders that list.
+- ``baseline``: the variant others are compared with (a library call, say); default none.
+- ``bench``: module with ``prepare(variant, *shape, raise_if_wrong=True)``, which checks one
+  variant at one shape and returns an object with ``launch``, ``error``, ``bound`` and ``flops``
+  (default ``"gemmbench.measure"``, the GEMM one); ``pythonpath``: folders, relative to the
+  table's file, put on ``sys.path`` first so that ``bench`` can be imported from there.
+- ``provider``: the gate's cases provider (default ``"gemmbench.cases:registry_cases"``).
+- ``title``: the name in headlines, e.g. "GEMM" gives "GEMM performance gate".
+- ``thresholds``: the file of speed-up floors and gate settings (default ``"thresholds.toml"``).
+- ``[tool.gemmbench.shapes]``: named lists of shapes, each "N" (a cube), "AxB" or "AxBxC":
+  ``suite`` (asv; append only: asv keys history by these labels), ``gate`` (offered to the
+  gate), ``tune`` and ``report`` (the defaults of those commands). Missing lists fall back to
+  ``suite``.
+- ``[tool.gemmbench.budgets]``: the compile test's resource budgets: ``arch``,
+  ``max_registers`` (any kernel without its own entry), ``max_spill_bytes``,
+  ``max_stack_frame_bytes``, ``max_shared_bytes``, and a ``registers`` table per kernel.
+
+``python -m gemmbench`` passes the file it found on to its subprocesses (the gate's workers, asv's
+benchmark processes) through ``GEMMBENCH_CONFIG``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import importlib
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
+
+ENV = "GEMMBENCH_CONFIG"
+HARNESS_PYPROJECT = Path(__file__).resolve().parent.parent / "pyproject.toml"
+SHAPE_SETS = ("suite", "gate", "tune", "report")
+
+Shape = tuple[int, ...]
+
+
+class ConfigError(ValueError):
+    """The [tool.gemmbench] table is missing or a key in it is invalid (the message names it)."""
+
+
+@dataclass(frozen=True)
+class Budgets:
+    """Resource budgets each compiled kernel must meet (tests/test_compile.py)."""
+
+    arch: str = "sm_90"
+    max_registers: int = 255
+    max_spill_bytes: int = 0
+    max_stack_frame_bytes: int = 0
+    max_shared_bytes: int = 49152
+    registers: Mapping[str, int] = field(default_factory=dict)
+
+    def registers_for(self, kernel: str) -> int:
+        """The register budget of ``kernel``: its own entry, else ``max_registers``."""
+        return self.registers.get(kernel, self.max_registers)
+
+
+@dataclass(frozen=True)
+class Config:
+    """The checked table; ``path`` is the file it came from."""
+
+    path: Path
+    package: str
+    registry: str = "VARIANTS"
+    variants: tuple[str, ...] | None = None
+    baseline: str | None = None
+    bench: str = "gemmbench.measure"
+    pythonpath: tuple[Path, ...] = ()
+    provider: str = "gemmbench.cases:registry_cases"
+    title: str = "Kernel"
+    thresholds: Path = Path("thresholds.toml")
+    shapes: Mapping[str, tuple[Shape, ...]] = field(default_factory=dict)
+    budgets: Budgets = field(default_factory=Budgets)
+
+    @property
+    def root(self) -> Path:
+        return self.path.parent
+
+    @property
+    def gate_title(self) -> str:
+        return f"{self.title} performance gate"
+
+    @property
+    def shape_dims(self) -> tuple[int, ...]:
+        """How many sizes a shape has here (3 for GEMM), from every shape set; (3,) when none."""
+        return tuple(sorted({len(s) for shapes in self.shapes.values() for s in shapes})) or (3,)
+
+    def shape_set(self, name: str) -> tuple[Shape, ...]:
+        """The shapes of set ``name`` (one of SHAPE_SETS), falling back to the suite's."""
+        return self.shapes.get(name) or self.shapes.get("suite", ())
+
+    def variant_names(self) -> list[str]:
+        """The variants to measure: the package's registry, narrowed by ``variants``."""
+        try:
+            package = importlib.import_module(self.package)
+        except ImportError as exc:
+            raise ConfigError(
+                f"{self.path}: [tool.gemmbench] package = {self.package!r} cannot be imported "
+                f"({exc})"
+            ) from None
+        registry = getattr(package, self.registry, None)
+        if not isinstance(registry, (Mapping, Sequence)) or isinstance(registry, str):
+            raise ConfigError(
+                f"{self.path}: [tool.gemmbench] registry = {self.registry!r}: {self.package} has "
+                "no such mapping or list of variant names"
+            )
+        names = [str(name) for name in registry]
+        if self.baseline is not None and self.baseline not in names:
+            raise ConfigError(
+                f"{self.path}: [tool.gemmbench] baseline = {self.baseline!r} is not in "
+                f"{self.package}.{self.registry} ({', '.join(names)})"
+            )
+        if self.variants is None:
+            return names
+        unknown = [v for v in self.variants if v not in names]
+        if unknown:
+            raise ConfigError(
+                f"{self.path}: [tool.gemmbench] variants names {', '.join(unknown)}, not in "
+                f"{self.package}.{self.registry} ({', '.join(names)})"
+            )
+        return list(self.variants)
+
+    def bench_module(self):
+        """The module that prepares one variant at one shape (``bench``)."""
+        add_pythonpath(self)
+        return importlib.import_module(self.bench)
+
+
+def add_pythonpath(config: Config) -> None:
+    """Put the table's ``pythonpath`` folders first on sys.path (once each)."""
+    for folder in reversed(config.pythonpath):
+        if str(folder) not in sys.path:
+            sys.path.insert(0, str(folder))
+
+
+def parse_shape(text: str) -> Shape:
+    """ "N" as (N, N, N); "AxB" and "AxBxC" (also with ×) as tuples; ValueError otherwise."""
+    parts = str(text).lower().replace("×", "x").split("x")
+    try:
+        values = tuple(int(p) for p in parts)
+    except ValueError:
+        values = ()
+    if len(values) == 1:
+        values = values * 3
+    if not values or len(values) > 3 or min(values) <= 0:
+        raise ValueError(f"shape {text!r} is not N, AxB or AxBxC with positive sizes")
+    return values
+
+
+def shape_label(shape: Shape) -> str:
+    """(4096, 4096, 4096) -> "4096x4096x4096", the label asv and the report use."""
+    return "x".join(str(v) for v in shape)
+
+
+_TOP = {
+    "package": "a Python import name, e.g. 'gemm'",
+    "registry": "the name of the package's attribute listing its variants",
+    "variants": "a list of variant names",
+    "baseline": "a variant name",
+    "bench": "a module name",
+    "pythonpath": "a list of folders relative to the file",
+    "provider": "MODULE:FUNCTION",
+    "title": "a short name, e.g. 'GEMM'",
+    "thresholds": "a path relative to the file",
+    "shapes": "a table of shape lists",
+    "budgets": "a table of resource budgets",
+}
+_BUDGET_INTS = ("max_registers", "max_spill_bytes", "max_stack_frame_bytes", "max_shared_bytes")
+
+
+def _unknown(label: str, known) -> str:
+    close = difflib.get_close_matches(label.rsplit(".", 1)[-1], list(known), n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    return f"{label} is not a known key{hint}; known keys: {', '.join(known)}"
+
+
+def _string(table, key: str, problems: list[str], default=None):
+    value = table.get(key, default)
+    if value is not None and not (isinstance(value, str) and value.strip()):
+        problems.append(f"{key} must be {_TOP[key]}, got {value!r}")
+        return default
+    return value
+
+
+def _strings(table, key: str, problems: list[str]):
+    value = table.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
+        problems.append(f"{key} must be {_TOP[key]}, got {value!r}")
+        return None
+    return tuple(value)
+
+
+def _shapes(table, problems: list[str]) -> dict[str, tuple[Shape, ...]]:
+    if not isinstance(table, dict):
+        problems.append(f"shapes must be {_TOP['shapes']}, got {table!r}")
+        return {}
+    shapes = {}
+    for name, values in table.items():
+        if name not in SHAPE_SETS:
+            problems.append(_unknown(f"shapes.{name}", SHAPE_SETS))
+            continue
+        if not isinstance(values, list) or not values:
+            problems.append(f"shapes.{name} must be a non-empty list of shapes, got {values!r}")
+            continue
+        parsed = []
+        for value in values:
+            try:
+                parsed.append(parse_shape(value))
+            except ValueError as exc:
+                problems.append(f"shapes.{name}: {exc}")
+        if len(set(parsed)) != len(parsed):
+            problems.append(f"shapes.{name} lists a shape twice")
+        shapes[name] = tuple(parsed)
+    return shapes
+
+
+def _budgets(table, problems: list[str]) -> Budgets:
+    if not isinstance(table, dict):
+        problems.append(f"budgets must be {_TOP['budgets']}, got {table!r}")
+        return Budgets()
+    values: dict = {}
+    for key, value in table.items():
+        if key == "arch":
+            if isinstance(value, str) and value.startswith("sm_"):
+                values[key] = value
+            else:
+                problems.append(f"budgets.arch must be like 'sm_90', got {value!r}")
+        elif key in _BUDGET_INTS:
+            if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+                values[key] = value
+            else:
+                problems.append(f"budgets.{key} must be a whole number ≥ 0, got {value!r}")
+        elif key == "registers":
+            ok = isinstance(value, dict) and all(
+                isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in value.values()
+            )
+            if ok:
+                values[key] = dict(value)
+            else:
+                problems.append(f"budgets.registers must map kernel names to counts, got {value!r}")
+        else:
+            problems.append(_unknown(f"budgets.{key}", ["arch", *_BUDGET_INTS, "registers"]))
+    return Budgets(**values)
+
+
+def parse(data: Mapping, path: Path) -> Config:
+    """The checked ``[tool.gemmbench]`` table of a parsed ``pyproject.toml`` at ``path``."""
+    table = data.get("tool", {}).get("gemmbench")
+    if not isinstance(table, dict):
+        raise ConfigError(f"{path}: no [tool.gemmbench] table (docs/adopt.md shows one)")
+    problems: list[str] = []
+    for key in table:
+        if key not in _TOP:
+            problems.append(_unknown(key, _TOP))
+    package = _string(table, "package", problems)
+    if package is None and "package" not in table:
+        problems.append(f"package is missing; it must be {_TOP['package']}")
+    provider = _string(table, "provider", problems, Config.provider)
+    if ":" not in provider:
+        problems.append(f"provider must be {_TOP['provider']}, got {provider!r}")
+    pythonpath = _strings(table, "pythonpath", problems) or ()
+    values = {
+        "registry": _string(table, "registry", problems, Config.registry),
+        "variants": _strings(table, "variants", problems),
+        "baseline": _string(table, "baseline", problems),
+        "bench": _string(table, "bench", problems, Config.bench),
+        "pythonpath": tuple((path.parent / p).resolve() for p in pythonpath),
+        "provider": provider,
+        "title": _string(table, "title", problems, Config.title),
+        "thresholds": path.parent / _string(table, "thresholds", problems, "thresholds.toml"),
+        "shapes": _shapes(table.get("shapes", {}), problems),
+        "budgets": _budgets(table.get("budgets", {}), problems),
+    }
+    if "suite" not in values["shapes"] and not problems:
+        problems.append("shapes.suite is missing; it must list the benchmark shapes")
+    if problems:
+        raise ConfigError(f"{path}: [tool.gemmbench] " + "; ".join(problems))
+    return Config(path=path, package=package, **values)
+
+
+def find(start: Path | None = None) -> Path:
+    """The pyproject.toml the harness reads (see the module docstring for the order)."""
+    if os.environ.get(ENV):
+        path = Path(os.environ[ENV]).expanduser().resolve()
+        return path / "pyproject.toml" if path.is_dir() else path
+    here = (start or Path(os.environ.get("ASV_CONF_DIR") or Path.cwd())).resolve()
+    for folder in (here, *here.parents):
+        candidate = folder / "pyproject.toml"
+        if candidate.is_file() and b"[tool.gemmbench" in candidate.read_bytes():
+            return candidate
+    return HARNESS_PYPROJECT
+
+
+@functools.cache
+def _load(path: Path) -> Config:
+    try:
+        with path.open("rb") as f:
+            data = tomllib.load(f)
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: configuration file not found ({ENV})") from None
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read the configuration: {exc}") from None
+    return parse(data, path)
+
+
+def load(path: str | Path | None = None) -> Config:
+    """The configuration at ``path``, else the one :func:`find` finds; cached per file."""
+    return _load(Path(path).resolve() if path else find())

@@ -1,0 +1,137 @@
+"""docs/adopt.md followed end to end: a new project built from the guide's files, then its commands.
+
+Every block of the guide with a ``title="PATH"`` is written to PATH in an empty folder, which
+becomes a git repository. Then each command of the guide's "Run it" block runs there, with this
+interpreter standing in for "one environment": the project's folder is on the path instead of
+installed, and history installs each commit into a throwaway venv. Without a GPU the commands
+that need one run up to it: each ends with exit 4 and a line naming the missing device.
+``machine`` (which reads nvidia-smi) is replaced by asv's own machine record, as in
+tests/test_history.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import site
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+from gitrepo import git
+from gpu_check import gpu_unavailable_reason
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+GUIDE = REPO_ROOT / "docs" / "adopt.md"
+MACHINE = "my-gpu"
+
+
+def files_of(guide: str) -> dict[str, str]:
+    """PATH -> text of every ```LANG title="PATH" block."""
+    blocks = re.findall(r'^```\w+ title="([^"]+)"\n(.*?)^```$', guide, flags=re.M | re.S)
+    return dict(blocks)
+
+
+def commands_of(guide: str) -> list[list[str]]:
+    (block,) = re.findall(r"^```console\n(.*?)^```$", guide, flags=re.M | re.S)
+    return [shlex.split(line[2:]) for line in block.splitlines() if line.startswith("$ ")]
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory):
+    """The guide's project, committed on main, with one more commit on a branch."""
+    root = tmp_path_factory.mktemp("adopt")
+    repo = root / "relu-project"
+    for path, text in files_of(GUIDE.read_text(encoding="utf-8")).items():
+        (repo / path).parent.mkdir(parents=True, exist_ok=True)
+        (repo / path).write_text(text, encoding="utf-8")
+    (repo / ".gitignore").write_text(".asv/\n__pycache__/\n*.egg-info/\nbuild/\n")
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "relu adopts the harness")
+    git(repo, "checkout", "-qb", "feature")
+    (repo / "relu" / "__init__.py").write_text((repo / "relu" / "__init__.py").read_text() + "\n")
+    git(repo, "commit", "-qam", "a change to measure")
+    (root / "home").mkdir()
+    venv = root / "venv"  # sees this interpreter's packages, and the harness
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    (site_dir,) = venv.glob("lib/python3*/site-packages")
+    ours = dict.fromkeys([*site.getsitepackages(), sysconfig.get_paths()["purelib"]])
+    (site_dir / "borrowed.pth").write_text("\n".join([*ours, str(REPO_ROOT)]) + "\n")
+    drop = ("GEMMBENCH_CONFIG", "ASV_CONF_DIR", "PYTHONPATH")
+    env = {k: v for k, v in os.environ.items() if k not in drop}
+    # `python -m` finds the project's modules in the working folder; asv's processes by this.
+    env.update(
+        HOME=str(root / "home"),
+        TMPDIR=str(root),
+        ASV_PYTHONPATH=str(repo),
+        CUDA_VISIBLE_DEVICES="0",
+    )
+    return {"repo": repo, "env": env, "venv": venv / "bin" / "python"}
+
+
+def run(project, argv: list[str]) -> subprocess.CompletedProcess:
+    if argv[0] == "python":
+        argv = [sys.executable, *argv[1:]]
+    elif argv[0] == "asv":
+        argv = [sys.executable, "-m", "asv", *argv[1:]]
+    argv = [f"existing:{sys.executable}" if a == "existing:python" else a for a in argv]
+    if argv[1:4] == ["-m", "gemmbench", "machine"]:  # no nvidia-smi here: asv's own record
+        argv = [sys.executable, "-m", "asv", "machine", "--machine", MACHINE, "--yes"]
+    if argv[1:4] == ["-m", "gemmbench", "history"]:  # install each commit into a throwaway venv
+        argv = [*argv, "--python", str(project["venv"])]
+    return subprocess.run(
+        argv, cwd=project["repo"], env=project["env"], capture_output=True, text=True, timeout=600
+    )
+
+
+def test_guide_is_short_and_for_users():
+    """At most 900 words, no talk of how the project was built, and every file the steps name."""
+    text = GUIDE.read_text(encoding="utf-8")
+    assert len(text.split()) <= 900
+    assert not re.search(r"issue \d|the lead|\blab/", text)
+    assert {"pyproject.toml", "thresholds.toml", "asv.conf.json"} <= set(files_of(text))
+
+
+@pytest.mark.skipif(gpu_unavailable_reason() is None, reason="a GPU is present: commands measure")
+def test_guide_commands(project):
+    """Each command does what the guide says, or stops at the missing GPU with one line."""
+    seen = {}
+    for argv in commands_of(GUIDE.read_text(encoding="utf-8")):
+        done = run(project, argv)
+        seen[" ".join(argv)] = done
+        output = done.stdout + done.stderr
+        assert "Traceback" not in done.stderr or argv[0] == "asv", output
+        if "--variants" in argv:
+            assert done.returncode == 2 and "use one of naive, cupy" in done.stderr
+        elif argv[0] == "asv":
+            assert done.returncode == 0 and "No problems found" in done.stdout, output
+        elif argv[3:4] == ["report"]:
+            assert done.returncode == 4 and "no usable NVIDIA GPU" in done.stderr, output
+            assert len(done.stderr.strip().splitlines()) == 1
+        elif argv[3:4] == ["gate"]:
+            assert done.returncode == 4, output
+            assert "ReLU performance gate: ⚠️ infrastructure failure" in done.stdout
+            assert "no usable CUDA device" in output
+        elif argv[3:4] == ["machine"]:
+            assert done.returncode == 0, output
+        elif argv[3:4] == ["history"]:
+            assert "installing its relu" in output, output[-3000:]
+            assert "bench_relu.Relu.time_gemm" in output, output[-3000:]
+            assert done.returncode == 1 and "results stored with failures" in output
+        elif argv[3:4] == ["check-results"]:
+            assert done.returncode == 0 and "are valid" in done.stdout, output
+        else:
+            pytest.fail(f"the guide runs {argv}, which this test does not know")
+    assert len(seen) == 7
+    stored = [
+        p
+        for p in (project["repo"] / ".asv" / "results" / MACHINE).glob("*.json")
+        if p.name != "machine.json"
+    ]
+    params = json.loads(stored[0].read_text())["results"]["bench_relu.Relu.time_gemm"][1]
+    assert params == [["'naive'", "'cupy'"], ["'4096x4096'", "'16384x1024'"]]
