@@ -29,6 +29,16 @@ import gate_artifact  # noqa: E402
 from gate_artifact import BadArtifact, Bench, Gate  # noqa: E402
 from github_api import REPO, ApiError, GitHub  # noqa: E402
 
+# The default branch's own harness, for the title its [tool.gemmbench] table gives.
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from gemmbench import config as harness_config  # noqa: E402
+
+
+def gate_title() -> str:
+    """The gate's headline name from the default branch's configuration ("GEMM performance gate")."""
+    return harness_config.load().gate_title
+
+
 MARKER = "<!-- gemmbench-gate -->"
 BOT = "github-actions[bot]"
 HEADLINES = {
@@ -190,7 +200,7 @@ def render(
     accepted: accept.Acceptance | None = None,
 ) -> str:
     """The whole comment for GATES (one per GPU runner) of the PR's HEAD_SHA."""
-    lines = [MARKER, f"### GEMM performance gate: {headline(gates, accepted)}", ""]
+    lines = [MARKER, f"### {gate_title()}: {headline(gates, accepted)}", ""]
     base = next((g.base_sha for g in gates if g.base_sha), None)
     lines += [
         f"Head `{head_sha[:10]}`"
@@ -234,7 +244,7 @@ def commit_status(
 def refused(head_sha: str, reason: str) -> str:
     """The comment for an artifact that failed validation: the reason, escaped."""
     return (
-        f"{MARKER}\n### GEMM performance gate: ⚠️ no verdict\n\n"
+        f"{MARKER}\n### {gate_title()}: ⚠️ no verdict\n\n"
         f"The gate's record for head `{head_sha[:10]}` was refused: {code(reason)}\n"
     )
 
