@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from gemmbench import exitcodes, gate_decision, machine
+from gemmbench import exitcodes, machine
+from gemmbench.gate import decision as gate_decision
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
