@@ -82,7 +82,9 @@ class TestSpreadEndToEnd:
         head = repo.commit("slower hash", MEASURED.replace('"hash": 1500', '"hash": 4500'))
         code, output, result = repo.gate(base, head, "--gpus", "all")
         assert code == 1, output
-        (slow,) = [b for b in result["benchmarks"] if b["verdict"] == "slower"]
+        slower = [b for b in result["benchmarks"] if b["verdict"] == "slower"]
+        assert len(slower) == 1, output
+        (slow,) = slower
         assert slow["name"] == "hash" and "hash" in given[slow["gpu_uuid"]]
         assert "GEMM performance gate on 2 GPUs (spread)" in (repo.tmp / "summary.md").read_text()
         repo.assert_clean()

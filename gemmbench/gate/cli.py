@@ -24,7 +24,7 @@ from .. import machine as gpu_machine
 from .. import thresholds as thresholds_mod
 from ..git import GitNotFound
 from ..results import OneLineErrorParser, cannot_write
-from .decision import FORGED, REGRESSION, USAGE, Comparison, Report
+from .decision import FORGED, INFRA, REGRESSION, USAGE, Comparison, Report
 from .options import (
     DEFAULT_PROVIDER,
     MAX_ROUNDS,
@@ -157,6 +157,8 @@ def _single(options: GateOptions, outputs: OutputFiles) -> int:
         code = exitcodes.TERMINATED
     if report.status == USAGE:  # one line on stderr, not only the summary on stdout
         print(usage_line(report.reasons[0]), file=sys.stderr)
+    elif report.status == INFRA:
+        print(usage_line(f"infrastructure failure: {report.reasons[0]}"), file=sys.stderr)
     else:
         progress(f"{report.status} (exit {code}) in {report.meta['wall_s']:.1f} s")
     _write(outputs, render_markdown(report), report_json(report))
@@ -175,8 +177,8 @@ def _spread(options: GateOptions, gpus: str, outputs: OutputFiles, by_default: b
     # What one gate would refuse before measuring, checked once here: one line, not one per GPU.
     run = GateRun(options)
     try:
-        run.check()
         uuids = gpu_machine.select_gpus(gpus)
+        run.check()
     except (gpu_machine.NoGpuError, GitNotFound) as exc:
         print(f"gemmbench gate: infrastructure failure: {exc}", file=sys.stderr)
         return exitcodes.INFRASTRUCTURE

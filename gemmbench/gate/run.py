@@ -136,12 +136,6 @@ class GateRun:
 
     def measure(self) -> None:
         o, r = self.options, self.revisions
-        how = f"merge-base with {o.base}" if o.merge_base else o.base
-        progress(
-            f"head {short_sha(r.head)} ({r.head_label}) against base {short_sha(r.base)} ({how})"
-        )
-        if r.head_label == WORKING_TREE:
-            progress(f"head: {WORKING_TREE}")
         isolation.not_dumpable()  # the workers, same user, can neither ptrace nor read us
         isolation.adopt_orphans()  # and anything they leave running comes back to us
         started = time.perf_counter()
@@ -216,7 +210,6 @@ class GateRun:
             self.blame(failure, workers, during_rounds=False)
 
     def _measure_with(self, workers: Mapping[str, WorkerProcess], roots, started: float) -> None:
-        progress("starting base's worker (import, compile, warm up), then head's")
         hellos = {"base": self._start(workers["base"], workers)}
         check_origins("base", hellos["base"], roots["base"])
         device = hellos["base"].get("device")
@@ -246,6 +239,15 @@ class GateRun:
             for k in ("tolerance", "alpha", "rounds", "samples", "max_clock_drop", "max_spread")
         }
         names = self.select(hellos, wanted)
+        # Said only now, so that a run refused for its cases says so in one line.
+        r, how = self.revisions, f"merge-base with {self.options.base}"
+        how = how if self.options.merge_base else self.options.base
+        progress(
+            f"head {short_sha(r.head)} ({r.head_label}) against base {short_sha(r.base)} ({how}); "
+            "base's worker is ready, starting head's"
+        )
+        if r.head_label == WORKING_TREE:
+            progress(f"head: {WORKING_TREE}")
         gpu = any(c["timer"] == "cuda" for c in hellos["head"]["cases"] if c["name"] in names)
         self._prepare(workers["head"], names, workers)
         pids = [w.proc.pid for w in workers.values()]
@@ -373,8 +375,7 @@ def run_gate(options: GateOptions) -> Report:
         report = run.analyze()
     except (UsageError, thresholds_mod.ThresholdsError) as exc:
         report = run.failed(USAGE, str(exc))
-    except (InfraFailure, GitNotFound) as exc:
-        progress(f"infrastructure failure: {exc}")
+    except (InfraFailure, GitNotFound) as exc:  # the caller says it, in one line
         report = run.failed(INFRA, str(exc))
     except HeadBroken as exc:
         failure = exc.failure
