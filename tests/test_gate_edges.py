@@ -128,6 +128,16 @@ class TestRevisions:
         assert (repo.path / "gemm" / "__init__.py").read_text() == SLOWER
         repo.assert_clean()
 
+    def test_head_named_by_sha_is_the_commit(self, repo):
+        """--head given as a sha (as CI gives it) is measured as committed, uncommitted changes
+        in the checkout notwithstanding."""
+        base = repo.git("rev-parse", "HEAD")
+        head = docs_commit(repo)
+        (repo.path / "gemm" / "__init__.py").write_text(SLOWER)
+        code, output, result = repo.gate(base, head)
+        assert code == 0, output
+        assert result["head_sha"] == head and result["head_rev"] == head
+
     def test_same_commit_refused(self, repo):
         """--head equal to --base exits 2 in one line, measuring nothing."""
         base = repo.git("rev-parse", "HEAD")

@@ -1,7 +1,7 @@
 """Which two commits the gate measures: base (or its merge-base with head) and head.
 
-Head may be the working tree: when --head is omitted, or names the checkout's HEAD, and the
-checkout has uncommitted changes, those changes are committed into a throwaway commit (through
+Head may be the working tree: when --head is omitted, or is given as "HEAD", and the checkout
+has uncommitted changes, those changes are committed into a throwaway commit (through
 a private index; the user's index, branch and files are left alone) and measured as head.
 """
 
@@ -91,7 +91,9 @@ def resolve(
     head = _commit(repo, "--head", head_rev or "HEAD")
     label = head_rev or "HEAD"
     checkout_head = _commit(repo, "--head", "HEAD")
-    if working_tree and head == checkout_head:
+    # Only when head is named as the checkout ("HEAD" or nothing): a commit named by its sha, as
+    # CI names it, is measured as committed whatever else lies in the checkout.
+    if working_tree and label == "HEAD" and head == checkout_head:
         dirty = working_tree_commit(toplevel)
         if dirty is not None:
             head, label = dirty, WORKING_TREE
