@@ -24,20 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import exitcodes
+from . import gate as gate_api
 from . import thresholds as thresholds_mod
-from .gate import (
-    DEFAULT_PROVIDER,
-    HEAD_AT_FAULT,
-    MAX_ROUNDS,
-    MAX_SAMPLES,
-    GateOptions,
-    Report,
-    bounded_int,
-    progress,
-    run_gate,
-)
 from .gate.decision import INCONCLUSIVE, INFRA, INTERRUPTED, PASS, REGRESSION, USAGE
-from .gate.options import bounded_float
 from .results import OneLineErrorParser, cannot_write
 from .stats import smallest_p
 
@@ -190,7 +179,7 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     )
     p.add_argument(
         "--runs",
-        type=bounded_int(1, 100),
+        type=gate_api.bounded_int(1, 100),
         default=10,
         help="A/A gate runs, at most 100 (default 10)",
     )
@@ -200,21 +189,21 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         "--thresholds", help="thresholds file to read and write (default: the harness's)"
     )
     p.add_argument("--cases", help="comma-separated benchmarks (default: [gate] cases)")
-    p.add_argument("--cases-from", default=DEFAULT_PROVIDER, metavar="MODULE:FUNCTION")
+    p.add_argument("--cases-from", default=gate_api.DEFAULT_PROVIDER, metavar="MODULE:FUNCTION")
     p.add_argument(
         "--rounds",
-        type=bounded_int(1, MAX_ROUNDS),
-        help=f"rounds per run, at most {MAX_ROUNDS} (default from thresholds)",
+        type=gate_api.bounded_int(1, gate_api.MAX_ROUNDS),
+        help=f"rounds per run, at most {gate_api.MAX_ROUNDS} (default from thresholds)",
     )
     p.add_argument(
         "--samples",
-        type=bounded_int(1, MAX_SAMPLES),
-        help=f"launches per benchmark per round, at most {MAX_SAMPLES} (default from thresholds)",
+        type=gate_api.bounded_int(1, gate_api.MAX_SAMPLES),
+        help=f"launches per benchmark per round, at most {gate_api.MAX_SAMPLES} (default from thresholds)",
     )
     p.add_argument("--gpu", help='the [gpu."NAME"] table to write (default: from the device name)')
     p.add_argument(
         "--budget-s",
-        type=bounded_float(0, 86400),
+        type=gate_api.bounded_float(0, 86400),
         default=DEFAULT_BUDGET_S,
         help=f"one gate run's wall-time budget in seconds (default {DEFAULT_BUDGET_S:g})",
     )
@@ -228,10 +217,10 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     return args
 
 
-def one_run(args: argparse.Namespace, path: Path) -> Report:
-    """One A/A gate run, in this process, through the gate's public ``run_gate``."""
+def one_run(args: argparse.Namespace, path: Path) -> gate_api.Report:
+    """One A/A gate run, in this process, through the gate's public ``gate_api.run_gate``."""
     cases = [n.strip() for n in args.cases.split(",") if n.strip()] if args.cases else None
-    options = GateOptions(
+    options = gate_api.GateOptions(
         base=args.rev,
         head=args.rev,
         repo=args.repo,
@@ -243,7 +232,7 @@ def one_run(args: argparse.Namespace, path: Path) -> Report:
         same_allowed=True,  # A/A: the same commit on both sides, on purpose
         working_tree=False,
     )
-    report = run_gate(options)
+    report = gate_api.run_gate(options)
     if report.status == USAGE:
         # The gate names the revision --base; calibrate's user gave it as --rev.
         message = report.reasons[0].replace("--base ", "--rev ", 1).replace("--head ", "--rev ", 1)
@@ -252,12 +241,12 @@ def one_run(args: argparse.Namespace, path: Path) -> Report:
         raise CalibrationError(exitcodes.INFRASTRUCTURE, report.reasons[0])
     if report.status == INTERRUPTED:
         raise KeyboardInterrupt
-    if any(c.verdict in HEAD_AT_FAULT for c in report.comparisons):
+    if any(c.verdict in gate_api.HEAD_AT_FAULT for c in report.comparisons):
         raise CalibrationError(exitcodes.FAILED, f"a benchmark is broken: {report.reasons[0]}")
     return report
 
 
-def summarize(reports: Sequence[Report]) -> dict[str, Observed]:
+def summarize(reports: Sequence[gate_api.Report]) -> dict[str, Observed]:
     observed: dict[str, Observed] = {}
     for report in reports:
         for c in report.comparisons:
@@ -275,7 +264,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else exitcodes.USAGE
     path = Path(args.thresholds) if args.thresholds else thresholds_mod.DEFAULT_PATH
-    reports: list[Report] = []
+    reports: list[gate_api.Report] = []
     try:
         config = thresholds_mod.load(path)
         if not args.dry_run and (why := cannot_write(path, "--thresholds")):
@@ -285,7 +274,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for i in range(args.runs):
             report = one_run(args, path)
             reports.append(report)
-            progress(
+            gate_api.progress(
                 f"calibrate: A/A run {i + 1}/{args.runs}: {report.status}, "
                 + ", ".join(f"{c.name} {c.ratio - 1:+.2%}" for c in report.comparisons if c.ratio)
                 + f" ({report.meta['wall_s']:.1f} s)"

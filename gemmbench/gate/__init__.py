@@ -10,7 +10,14 @@ from __future__ import annotations
 from .cli import main, parse_args
 from .decision import EXIT_CODES, HEAD_AT_FAULT, Comparison, Report
 from .names import MEASURED_PACKAGE, TITLE
-from .options import DEFAULT_PROVIDER, MAX_ROUNDS, MAX_SAMPLES, GateOptions, bounded_int
+from .options import (
+    DEFAULT_PROVIDER,
+    MAX_ROUNDS,
+    MAX_SAMPLES,
+    GateOptions,
+    bounded_float,
+    bounded_int,
+)
 from .run import progress, run_gate
 
 __all__ = [
@@ -24,6 +31,7 @@ __all__ = [
     "Comparison",
     "GateOptions",
     "Report",
+    "bounded_float",
     "bounded_int",
     "main",
     "parse_args",
