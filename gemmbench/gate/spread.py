@@ -66,6 +66,7 @@ class Share:
     uuid: str
     cases: list[str]
     report: Report | None = None
+    done: threading.Event = field(default_factory=threading.Event)
 
 
 @dataclass
@@ -158,20 +159,25 @@ def spread(options: GateOptions, uuids: Sequence[str], cases: list[str]) -> Spre
                 share.report = run_gate(one)
             except Exception as exc:  # a harness bug: this share's infrastructure failure
                 share.report = Report(INFRA, [f"{type(exc).__name__}: {exc}"])
+            finally:
+                share.done.set()
 
         thread = threading.Thread(target=work, name=f"gate-gpu{share.index}")
         thread.start()
         threads.append(thread)
     stopped_by = None
+    # Poll each share's event, never join or is_alive: a signal that interrupts those (they take
+    # the thread's lock) can leave a running thread looking finished.
     try:
-        # Sleep, not join: a join that Ctrl-C interrupts can leave the thread looking finished.
-        while any(t.is_alive() for t in threads):
+        while not all(share.done.is_set() for share in shares):
             time.sleep(0.05)
     except (KeyboardInterrupt, Terminated) as exc:
         stopped_by = "SIGTERM" if isinstance(exc, Terminated) else "SIGINT"
         cancel.set()
-        for t in threads:
-            t.join()
+        while not all(share.done.is_set() for share in shares):
+            time.sleep(0.05)
     finally:
         end_descendants()
+    for thread in threads:
+        thread.join()
     return SpreadResult(shares, time.perf_counter() - started, signal=stopped_by)
