@@ -76,6 +76,11 @@ def signals_blocked() -> Iterator[None]:
             signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
+# One worktree change at a time in this process: gates run side by side (one per GPU) would
+# otherwise race on the repository's worktree list, and a prune could drop another's new entry.
+_WORKTREES = threading.Lock()
+
+
 @contextlib.contextmanager
 def detached_worktrees(
     repo: Path, revisions: Mapping[str, str], prefix: str
@@ -86,15 +91,25 @@ def detached_worktrees(
     try:
         for name, sha in revisions.items():
             path = tmp / name
-            git(repo, "worktree", "add", "--detach", "--quiet", str(path), sha, error=WorktreeError)
+            with _WORKTREES:
+                git(
+                    repo,
+                    "worktree",
+                    "add",
+                    "--detach",
+                    "--quiet",
+                    str(path),
+                    sha,
+                    error=WorktreeError,
+                )
             made.append(path)
         yield {name: tmp / name for name in revisions}
     finally:
-        with signals_blocked():
+        with signals_blocked(), _WORKTREES:
             for path in made:
-                subprocess.run(
+                _run(
                     ["git", "-C", str(repo), "worktree", "remove", "--force", str(path)],
                     capture_output=True,
                 )
-            subprocess.run(["git", "-C", str(repo), "worktree", "prune"], capture_output=True)
+            _run(["git", "-C", str(repo), "worktree", "prune"], capture_output=True)
             shutil.rmtree(tmp, ignore_errors=True)

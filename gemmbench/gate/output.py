@@ -171,6 +171,11 @@ def _read(path: Path) -> bytes | None:
         return None
 
 
+def _special(path: Path) -> bool:
+    """A path that exists but is no plain file (a terminal, a pipe): written through, unwatched."""
+    return path.exists() and not path.is_file()
+
+
 def _replace(path: Path, data: bytes) -> None:
     """Write ``data`` to a new file beside ``path`` and rename it over ``path`` (atomic)."""
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
@@ -198,14 +203,20 @@ class OutputFiles:
     def __init__(self, json_path: str | None, markdown_path: str | None) -> None:
         self.json = Path(json_path) if json_path else None
         self.markdown = Path(markdown_path) if markdown_path else None
-        self._before = {p: _read(p) for p in (self.json, self.markdown) if p is not None}
+        self._before = {
+            p: _read(p) for p in (self.json, self.markdown) if p is not None and not _special(p)
+        }
 
     def tampered(self) -> list[str]:
         return [str(p) for p, data in self._before.items() if _read(p) != data]
 
     def write(self, markdown: str, document: dict) -> None:
         if self.markdown is not None:
-            before = self._before[self.markdown] or b""
-            _replace(self.markdown, before + markdown.encode("utf-8"))
+            if _special(self.markdown):
+                with open(self.markdown, "a", encoding="utf-8") as handle:
+                    handle.write(markdown)
+            else:
+                before = self._before[self.markdown] or b""
+                _replace(self.markdown, before + markdown.encode("utf-8"))
         if self.json is not None:
             _replace(self.json, (json.dumps(document, indent=1) + "\n").encode("utf-8"))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -70,7 +71,18 @@ def working_tree_commit(repo: Path) -> str | None:
     )
 
 
-def resolve(
+# Gates run side by side in one process (one per GPU) resolve one at a time: `git status` and
+# the private-index commit of the working tree must not race on the repository's locks.
+_RESOLVING = threading.Lock()
+
+
+def resolve(*args, **kwargs) -> Revisions:
+    """:func:`resolve_unlocked`, one caller at a time."""
+    with _RESOLVING:
+        return resolve_unlocked(*args, **kwargs)
+
+
+def resolve_unlocked(
     repo: Path,
     base_rev: str,
     head_rev: str | None,

@@ -142,7 +142,7 @@ class GateRun:
         try:
             shas = {"base": r.base, "head": r.head}
             with detached_worktrees(Path(o.repo), shas, "gemmbench-gate-") as roots:
-                digests = {s: isolation.tree_digest(roots[s] / MEASURED_PACKAGE) for s in roots}
+                digests = {"base": isolation.tree_digest(roots["base"] / MEASURED_PACKAGE)}
                 workers = {
                     side: WorkerProcess(
                         side, roots[side], o.cases_from, MEASURED_PACKAGE, o.env, o.cancel
@@ -157,15 +157,12 @@ class GateRun:
                             worker.stop()
                         if o.sweep:
                             isolation.end_descendants()
-                changed = [
-                    s
-                    for s in roots
-                    if isolation.tree_digest(roots[s] / MEASURED_PACKAGE) != digests[s]
-                ]
-                if changed:
+                # Base's sources only: head may change its own files as it likes (they are
+                # what is measured), but base's are the reference head is judged against.
+                if isolation.tree_digest(roots["base"] / MEASURED_PACKAGE) != digests["base"]:
                     self.refusals["(sources)"] = (
-                        f"the {' and '.join(changed)} side's `{MEASURED_PACKAGE}` files changed "
-                        "while the measured code ran; nothing measured can be trusted"
+                        f"base's `{MEASURED_PACKAGE}` files changed while the measured code ran; "
+                        "base's measurement cannot be trusted"
                     )
         except WorktreeError as exc:  # only checking a revision out raises it
             raise UsageError(str(exc)) from None

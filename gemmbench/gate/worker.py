@@ -47,6 +47,7 @@ from .. import exitcodes, measure
 from ..cases import TIMERS
 from .guard import GuardError, HarnessGuard, MeasuredPackageFinder
 from .isolation import not_dumpable
+from .names import MEASURED_PACKAGE
 
 # Exceptions that can come from the GPU or driver rather than from the revision's code.
 _CUDA_ERRORS = {
@@ -238,7 +239,7 @@ def _origins(root: Path, module, package: str) -> dict:
     }
 
 
-def serve(root: Path, cases_from: str, channel, requests, package: str = "gemm") -> int:
+def serve(root: Path, cases_from: str, channel, requests, package: str = MEASURED_PACKAGE) -> int:
     def send(message: dict) -> None:
         channel.write(json.dumps(message) + "\n")
         channel.flush()
@@ -331,7 +332,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--root", required=True, type=Path, help="the side's worktree")
     parser.add_argument("--cases-from", required=True, help="cases provider, module:function")
-    parser.add_argument("--package", default="gemm", help="the package WORKTREE supplies")
+    parser.add_argument("--package", default=MEASURED_PACKAGE, help="the package WORKTREE supplies")
     args = parser.parse_args(argv)
     not_dumpable()  # before any measured code: the other side cannot ptrace this process
 
