@@ -128,6 +128,18 @@ def _relay():
 _relay()
 """
 
+# Patch the clock and rewrite the guard's own snapshot to match, so the guard sees no change.
+GUARD_SNAPSHOT = """
+import gc as _gc
+import time as _time
+
+_real_process_time = _time.process_time
+_time.process_time = lambda: _real_process_time() / 3
+for _obj in _gc.get_objects():
+    if type(_obj).__name__ == "HarnessGuard":
+        _obj._bindings["time.process_time"] = _time.process_time
+"""
+
 # Make base 3× slower by editing its sources (next to ours) before base reads them.
 BASE_SOURCE_EDIT = """
 from pathlib import Path as _Path
@@ -197,8 +209,15 @@ def gate_on(repo: Repo, hostile: str) -> tuple[int, str, dict]:
 
 @pytest.mark.parametrize(
     "hostile",
-    [JSON_DUMPS, TIMER_GLOBAL, CODE_SWAP, INSTANCE_SHADOW, FD_RELAY],
-    ids=["json-dumps", "timer-global", "code-swap", "instance-shadow", "fd-relay"],
+    [JSON_DUMPS, TIMER_GLOBAL, CODE_SWAP, INSTANCE_SHADOW, FD_RELAY, GUARD_SNAPSHOT],
+    ids=[
+        "json-dumps",
+        "timer-global",
+        "code-swap",
+        "instance-shadow",
+        "fd-relay",
+        "guard-snapshot",
+    ],
 )
 def test_in_process_forgery_is_refused(repo, hostile):
     """Times forged inside head's worker claim no slowdown; the judge's own clock for each
