@@ -4,6 +4,7 @@ tree as head, and revisions that cannot be compared."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -163,3 +164,17 @@ class TestRevisions:
         assert verdicts(result)["hash"] == "faster" and code == 0
         summary = (repo.tmp / "summary.md").read_text()
         assert "(HEAD)" in summary and "merge-base" not in summary
+
+
+def test_unknown_case_is_usage_when_spread(repo):
+    """Spread over two stand-in GPUs, an unknown --cases name is still a usage error (2), its
+    reason the last line on stderr."""
+    from fake_gpus import install_smi
+
+    repo.env["PATH"] = f"{install_smi(repo.tmp / 'bin')}{os.pathsep}{os.environ['PATH']}"
+    repo.env.pop("CUDA_VISIBLE_DEVICES", None)
+    base = repo.git("rev-parse", "HEAD")
+    done = repo.run_gate(base, docs_commit(repo), "--cases", "hash,nope")
+    assert done.returncode == 2, done.stderr
+    assert "nope" in done.stderr.strip().splitlines()[-1] and "Traceback" not in done.stderr
+    repo.assert_clean()

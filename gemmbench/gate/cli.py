@@ -198,8 +198,9 @@ def _spread(options: GateOptions, gpus: str, outputs: OutputFiles, by_default: b
             f"{', '.join(tampered)} changed while the measured code ran; only the gate writes them"
         )
     if (reason := result.usage_reason()) and result.exit_code == exitcodes.USAGE:
-        print(usage_line(reason), file=sys.stderr)
-    progress(f"{result.status} (exit {result.exit_code}) in {result.wall_s:.1f} s")
+        print(usage_line(reason), file=sys.stderr)  # the reason, as the last line
+    else:
+        progress(f"{result.status} (exit {result.exit_code}) in {result.wall_s:.1f} s")
     _write(outputs, result.markdown(), result.document())
     return result.exit_code
 
