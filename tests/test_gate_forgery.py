@@ -298,3 +298,42 @@ def test_judge_and_workers_can_be_made_not_dumpable():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+
+
+# Answer at once with made-up times, and do the real work afterwards in a thread, while the gate
+# waits on base: the answer is as quick as its claim, so only the CPU between requests shows it.
+EARLY_REPLY = """
+_shadowed = []
+_real_work = work
+
+
+def work(n):
+    if not _shadowed:
+        import gc
+        import sys
+        import threading
+
+        _shadowed.append(True)
+        worker_class = sys.modules["__main__"].Worker
+        for obj in gc.get_objects():
+            if type(obj) is worker_class:
+                real = obj.measure
+
+                def measure(names, samples, warmup=0, real=real):
+                    threading.Thread(target=real, args=(names, samples, warmup)).start()
+                    return {name: [2e-4] * samples for name in names}
+
+                obj.measure = measure
+    _real_work(n)
+"""
+
+
+def test_early_reply_is_refused(repo):
+    """A head that answers before it works, then works between requests, is refused: the gate
+    reads each worker's CPU time between requests (an honest worker sleeps there)."""
+    code, output, result = gate_on(repo, EARLY_REPLY)
+    assert code == 1, output
+    assert verdicts(result)["(between requests)"] == "refused on head"
+    idle = result["cpu_between_requests_s"]
+    assert idle["head"] > idle["base"] + 0.02, output
+    repo.assert_clean()

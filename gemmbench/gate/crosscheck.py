@@ -70,6 +70,28 @@ def refused(
     return found
 
 
+def work_between_requests(
+    idle_cpu: Mapping[str, float | None], base_reported: float, settings: GateSettings
+) -> str | None:
+    """Why head's worker cannot be believed, from its CPU time between requests, or None.
+
+    An honest worker sleeps between requests. One that answers at once with made-up times and
+    does its work afterwards (while base is being measured) shows that work here: refused when
+    head's CPU seconds outside requests exceed base's by more than ``tolerance`` × base's reported
+    seconds, and by 20 ms at least (scheduling noise).
+    """
+    head, base = idle_cpu.get("head"), idle_cpu.get("base")
+    if head is None or base is None:
+        return None
+    excess = head - base
+    if excess <= max(settings.tolerance * base_reported, 0.02):
+        return None
+    return (
+        f"head's worker used {head:.3f} s of CPU between requests (base: {base:.3f} s), "
+        "work its answers do not account for"
+    )
+
+
 def summary(observations: Mapping[str, Mapping[str, Sequence[Observation]]]) -> dict:
     """{benchmark: {side: median unexplained seconds}}, for the JSON record."""
     out: dict[str, dict[str, float]] = {}

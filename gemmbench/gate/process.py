@@ -54,6 +54,7 @@ class WorkerProcess:
         self.extra_env = dict(env or {})
         self.cancel = cancel
         self.proc: subprocess.Popen | None = None
+        self.cpu_in_requests = 0.0  # the worker's CPU seconds while the gate waited for answers
         self._messages: queue.Queue = queue.Queue()
         self._log: deque[str] = deque(maxlen=40)
 
@@ -180,13 +181,16 @@ class WorkerProcess:
         """The answer to ``message``, and the seconds the judge itself saw it take: wall seconds,
         or (``clock="cpu"``) the worker's CPU seconds, which load on the machine cannot inflate;
         wall seconds where the CPU clock cannot be read."""
-        cpu = self.cpu_seconds() if clock == "cpu" else None
+        cpu = self.cpu_seconds()
         started = time.perf_counter()
         self.send(message)
         answer = self.receive(timeout)
         wall = time.perf_counter() - started
-        if cpu is not None and (after := self.cpu_seconds()) is not None:
-            return answer, after - cpu
+        after = self.cpu_seconds()
+        if cpu is not None and after is not None:
+            self.cpu_in_requests += after - cpu
+            if clock == "cpu":
+                return answer, after - cpu
         return answer, wall
 
     def stop(self) -> None:

@@ -74,10 +74,8 @@ def progress(message: str) -> None:
 def pin_to_one_cpu(pids: Sequence[int], cpu: int | None = None) -> int | None:
     """Pin the workers to one and the same CPU (default: our last); returns it, or None.
 
-    Host-side launch work and CPU-timed cases then run under the same conditions on both sides.
-    The rounds never run both sides at once, so sharing one core costs no time; gates run at
-    once in one process are given different CPUs (gemmbench.gate.spread), since two gates on one
-    core take turns with each other in step and slow one side steadily.
+    Both sides' host work then runs under the same conditions; they never run at once, so sharing
+    costs no time. Gates run side by side get different CPUs (gemmbench.gate.spread).
     """
     if not hasattr(os, "sched_setaffinity"):
         return None
@@ -308,6 +306,9 @@ class GateRun:
 
     def _rounds(self, workers, names: list[str], monitor: GpuMonitor | None) -> None:
         gate = self.config.gate
+        cpu_at_start = {side: w.cpu_seconds() for side, w in workers.items()}
+        for w in workers.values():
+            w.cpu_in_requests = 0.0
         for r in range(gate.rounds):
             if monitor is not None:
                 monitor.sample(r + 1)  # state "during round r + 1"
@@ -323,10 +324,18 @@ class GateRun:
                 h = statistics.median(self.samples["head"][name][-1])
                 ratios.append(f"{name} {h / b - 1:+.1%}")
             progress(f"round {r + 1}/{gate.rounds} ({order[0]} first): " + ", ".join(ratios))
+        for side, w in workers.items():  # CPU time spent while no request was pending
+            now, then = w.cpu_seconds(), cpu_at_start[side]
+            idle = None if now is None or then is None else now - then - w.cpu_in_requests
+            self.meta.setdefault("cpu_between_requests_s", {})[side] = idle
 
     def analyze(self) -> Report:
         gate = self.config.gate
         self.refusals.update(crosscheck.refused(self.observed, gate))
+        base_reported = sum(sum(map(sum, rounds)) for rounds in self.samples["base"].values())
+        idle = self.meta.get("cpu_between_requests_s", {})
+        if why := crosscheck.work_between_requests(idle, base_reported, gate):
+            self.refusals["(between requests)"] = why
         self.meta["clock_check"] = crosscheck.summary(self.observed)
         compared = []
         for name in self.names:
@@ -339,10 +348,11 @@ class GateRun:
             if name in self.refusals:
                 c.verdict, c.detail = FORGED, self.refusals[name]
             compared.append(c)
-        if "(sources)" in self.refusals:
-            compared.append(
-                Comparison("(sources)", [], [], verdict=FORGED, detail=self.refusals["(sources)"])
-            )
+        for name in ("(sources)", "(between requests)"):
+            if name in self.refusals:
+                compared.append(
+                    Comparison(name, [], [], verdict=FORGED, detail=self.refusals[name])
+                )
         self.comparisons = compared + self.comparisons
         problems, notes = (
             gpu_problems(self.states, gate.max_clock_drop) if self.states else ([], [])
