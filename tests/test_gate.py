@@ -616,3 +616,50 @@ def test_default_provider_offers_the_scalar_path():
     names = [case.name for case in gemm_cases()]
     assert "coarsened-2049" in names
     assert sorted(names) == sorted(f"{v}-{n}" for v in VARIANTS for n in SIZES)
+
+
+class TestCrossCheck:
+    """Tests for `gemmbench.gate.crosscheck`: the gate's own clock against reported times."""
+
+    @staticmethod
+    def observations(reported: float, wall: float, n: int = 10):
+        from gemmbench.gate.crosscheck import Observation
+
+        return [Observation(reported, wall * (1 + 0.001 * i)) for i in range(n)]
+
+    def test_honest_sides_pass(self):
+        """Same harness cost on both sides, head really slower: nothing is refused."""
+        from gemmbench.gate.crosscheck import hidden_time
+
+        base = self.observations(1.0e-3, 1.5e-3)
+        head = self.observations(3.0e-3, 3.5e-3)
+        assert hidden_time(base, head, SETTINGS) is None
+
+    def test_hidden_time_refused(self):
+        """Head reporting a third of what the clock shows is refused, with the hidden share."""
+        from gemmbench.gate.crosscheck import hidden_time
+
+        base = self.observations(1.0e-3, 1.5e-3)
+        head = self.observations(1.0e-3, 3.5e-3)
+        reason = hidden_time(base, head, SETTINGS)
+        assert reason and "clock does not show" in reason
+        share = float(reason.split("took ")[1].split("%")[0])
+        assert 195 < share < 205  # 2 ms hidden of base's 1 ms
+
+    def test_hidden_time_within_tolerance_passes(self):
+        """Time hidden within the tolerance (3% here) is not refused."""
+        from gemmbench.gate.crosscheck import hidden_time
+
+        base = self.observations(1.0e-3, 1.5e-3)
+        head = self.observations(1.0e-3, 1.52e-3)
+        assert hidden_time(base, head, SETTINGS) is None
+
+    def test_work_between_requests(self):
+        """Head's CPU time between requests beyond base's by the tolerance of base's time (and
+        20 ms) is refused; unknown clocks refuse nothing."""
+        from gemmbench.gate.crosscheck import work_between_requests
+
+        assert work_between_requests({"base": 0.001, "head": 0.5}, 1.0, SETTINGS)
+        assert work_between_requests({"base": 0.001, "head": 0.015}, 0.1, SETTINGS) is None
+        assert work_between_requests({"base": 0.001, "head": 0.02}, 1.0, SETTINGS) is None
+        assert work_between_requests({"base": None, "head": 0.5}, 1.0, SETTINGS) is None

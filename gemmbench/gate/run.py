@@ -80,7 +80,7 @@ def pin_to_one_cpu(pids: Sequence[int], cpu: int | None = None) -> int | None:
     if not hasattr(os, "sched_setaffinity"):
         return None
     allowed = sorted(os.sched_getaffinity(0))
-    cpu = allowed[-1] if cpu is None else allowed[cpu % len(allowed)]
+    cpu = allowed[-1 - (cpu or 0) % len(allowed)]  # from the last: CPU 0 takes interrupts
     for pid in pids:
         with contextlib.suppress(OSError):  # a worker that has just died is reported elsewhere
             os.sched_setaffinity(pid, {cpu})
