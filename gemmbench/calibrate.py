@@ -19,16 +19,15 @@ import json
 import math
 import re
 import sys
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import exitcodes
-from . import gate as gate_mod
+from . import gate as gate_api
 from . import thresholds as thresholds_mod
 from .cli import OneLineErrorParser, cannot_write
-from .gate_decision import INCONCLUSIVE, INFRA, PASS, REGRESSION, Report
+from .gate.decision import INCONCLUSIVE, INFRA, INTERRUPTED, PASS, REGRESSION, USAGE
 from .stats import smallest_p
 
 # The tolerance is the worst A/A deviation seen × this factor. The worst of N ≈ 10 runs sits
@@ -178,22 +177,33 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
             },
         ),
     )
-    p.add_argument("--runs", type=int, default=10, help="A/A gate runs (default 10)")
+    p.add_argument(
+        "--runs",
+        type=gate_api.bounded_int(1, 100),
+        default=10,
+        help="A/A gate runs, at most 100 (default 10)",
+    )
     p.add_argument("--rev", default="HEAD", help="the commit measured on both sides (default HEAD)")
     p.add_argument("--repo", default=".", help="the git repository (default .)")
     p.add_argument(
         "--thresholds", help="thresholds file to read and write (default: the harness's)"
     )
     p.add_argument("--cases", help="comma-separated benchmarks (default: [gate] cases)")
-    p.add_argument("--cases-from", default=gate_mod.DEFAULT_PROVIDER, metavar="MODULE:FUNCTION")
-    p.add_argument("--rounds", type=int, help="rounds per run (default from thresholds)")
+    p.add_argument("--cases-from", default=gate_api.DEFAULT_PROVIDER, metavar="MODULE:FUNCTION")
     p.add_argument(
-        "--samples", type=int, help="launches per benchmark per round (default from thresholds)"
+        "--rounds",
+        type=gate_api.bounded_int(1, gate_api.MAX_ROUNDS),
+        help=f"rounds per run, at most {gate_api.MAX_ROUNDS} (default from thresholds)",
+    )
+    p.add_argument(
+        "--samples",
+        type=gate_api.bounded_int(1, gate_api.MAX_SAMPLES),
+        help=f"launches per benchmark per round, at most {gate_api.MAX_SAMPLES} (default from thresholds)",
     )
     p.add_argument("--gpu", help='the [gpu."NAME"] table to write (default: from the device name)')
     p.add_argument(
         "--budget-s",
-        type=float,
+        type=gate_api.bounded_float(0, 86400),
         default=DEFAULT_BUDGET_S,
         help=f"one gate run's wall-time budget in seconds (default {DEFAULT_BUDGET_S:g})",
     )
@@ -204,42 +214,39 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     args = p.parse_args(argv)
     if args.runs < 2:
         p.error("--runs must be at least 2: one A/A run shows nothing about its spread")
-    if args.budget_s <= 0:
-        p.error("--budget-s must be positive")
     return args
 
 
-def _gate_argv(args: argparse.Namespace, path: Path) -> list[str]:
-    argv = ["--base", args.rev, "--head", args.rev, "--repo", args.repo, "--thresholds", str(path)]
-    argv += ["--cases-from", args.cases_from]
-    for option in ("cases", "rounds", "samples"):
-        if getattr(args, option) is not None:
-            argv += [f"--{option}", str(getattr(args, option))]
-    return argv
-
-
-def one_run(args: argparse.Namespace, path: Path) -> Report:
-    """One A/A gate run, in this process, with the gate's own machinery."""
-    gate_args = gate_mod.parse_args(_gate_argv(args, path))
-    run = gate_mod._Run(gate_args, thresholds_mod.load(path))
-    started = time.perf_counter()
-    try:
-        run.measure()
-        report = run.analyze()
-    except (gate_mod.UsageError, thresholds_mod.ThresholdsError) as exc:
+def one_run(args: argparse.Namespace, path: Path) -> gate_api.Report:
+    """One A/A gate run, in this process, through the gate's public ``gate_api.run_gate``."""
+    cases = [n.strip() for n in args.cases.split(",") if n.strip()] if args.cases else None
+    options = gate_api.GateOptions(
+        base=args.rev,
+        head=args.rev,
+        repo=args.repo,
+        thresholds=str(path),
+        rounds=args.rounds,
+        samples=args.samples,
+        cases=cases,
+        cases_from=args.cases_from,
+        same_allowed=True,  # A/A: the same commit on both sides, on purpose
+        working_tree=False,
+    )
+    report = gate_api.run_gate(options)
+    if report.status == USAGE:
         # The gate names the revision --base; calibrate's user gave it as --rev.
-        message = str(exc).replace("--base ", "--rev ", 1)
-        raise CalibrationError(exitcodes.USAGE, " ".join(message.split())) from None
-    except gate_mod.InfraFailure as exc:
-        raise CalibrationError(exitcodes.INFRASTRUCTURE, str(exc)) from None
-    except gate_mod._HeadBroken as exc:
-        raise CalibrationError(exitcodes.FAILED, f"a benchmark is broken: {exc}") from None
-    report.meta["wall_s"] = time.perf_counter() - started
-    report.meta["config"] = run.config
+        message = report.reasons[0].replace("--base ", "--rev ", 1).replace("--head ", "--rev ", 1)
+        raise CalibrationError(exitcodes.USAGE, " ".join(message.split()))
+    if report.status == INFRA:
+        raise CalibrationError(exitcodes.INFRASTRUCTURE, report.reasons[0])
+    if report.status == INTERRUPTED:
+        raise KeyboardInterrupt
+    if any(c.verdict in gate_api.HEAD_AT_FAULT for c in report.comparisons):
+        raise CalibrationError(exitcodes.FAILED, f"a benchmark is broken: {report.reasons[0]}")
     return report
 
 
-def summarize(reports: Sequence[Report]) -> dict[str, Observed]:
+def summarize(reports: Sequence[gate_api.Report]) -> dict[str, Observed]:
     observed: dict[str, Observed] = {}
     for report in reports:
         for c in report.comparisons:
@@ -257,21 +264,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else exitcodes.USAGE
     path = Path(args.thresholds) if args.thresholds else thresholds_mod.DEFAULT_PATH
-    reports: list[Report] = []
+    reports: list[gate_api.Report] = []
     try:
         config = thresholds_mod.load(path)
         if not args.dry_run and (why := cannot_write(path, "--thresholds")):
             raise CalibrationError(exitcodes.USAGE, f"{why} or use --dry-run")
         if args.json and (why := cannot_write(args.json, "--json")):
             raise CalibrationError(exitcodes.USAGE, why)
-        try:
-            gate_mod._check_provider(args.cases_from)
-        except gate_mod.UsageError as exc:
-            raise CalibrationError(exitcodes.USAGE, str(exc)) from None
         for i in range(args.runs):
             report = one_run(args, path)
             reports.append(report)
-            gate_mod.progress(
+            gate_api.progress(
                 f"calibrate: A/A run {i + 1}/{args.runs}: {report.status}, "
                 + ", ".join(f"{c.name} {c.ratio - 1:+.2%}" for c in report.comparisons if c.ratio)
                 + f" ({report.meta['wall_s']:.1f} s)"
@@ -298,7 +301,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     observed = summarize(reports)
     worst = max(observed.values(), key=lambda o: o.max_deviation)
     tolerance = tolerance_for(worst.max_deviation)
-    run_config = reports[-1].meta["config"]
+    run_config = reports[-1].config
     gate = run_config.gate
     device = reports[-1].meta.get("gpu")
     per_round = [r.meta["measure_s"] / gate.rounds for r in reports]

@@ -24,9 +24,28 @@ class WorktreeError(GitError):
     """git could not check a commit out; the message carries git's own reason."""
 
 
-def git(repo: Path, *args: str, error: type[GitError] = GitError) -> str:
-    """``git -C repo ARGS``'s stripped stdout; raises ``error`` with git's reason on failure."""
-    done = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True)
+class GitNotFound(Exception):
+    """There is no ``git`` program to run: the machine's fault, not the caller's arguments."""
+
+
+def _run(command: list[str], **kwargs) -> subprocess.CompletedProcess:
+    try:
+        return subprocess.run(command, **kwargs)
+    except FileNotFoundError:
+        raise GitNotFound("git is not installed or not on PATH") from None
+
+
+def git(repo: Path, *args: str, error: type[GitError] = GitError, env: dict | None = None) -> str:
+    """``git -C repo ARGS``'s stripped stdout; raises ``error`` with git's reason on failure.
+
+    Hooks are off (``core.hooksPath=/dev/null``): a checkout must never run the revision's code.
+    """
+    done = _run(
+        ["git", "-c", "core.hooksPath=/dev/null", "-C", str(repo), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     if done.returncode != 0:
         reason = done.stderr.strip() or done.stdout.strip() or f"exit {done.returncode}"
         raise error(f"git {' '.join(args)} failed: {reason}", reason)
@@ -35,7 +54,7 @@ def git(repo: Path, *args: str, error: type[GitError] = GitError) -> str:
 
 def git_show(repo: Path, spec: str) -> bytes:
     """The bytes of ``git show SPEC`` (e.g. "sha:path"), exactly as committed."""
-    done = subprocess.run(["git", "-C", str(repo), "show", spec], capture_output=True)
+    done = _run(["git", "-C", str(repo), "show", spec], capture_output=True)
     if done.returncode != 0:
         reason = done.stderr.decode(errors="replace").strip()
         raise GitError(f"git show {spec} failed: {reason}", reason)
@@ -57,6 +76,11 @@ def signals_blocked() -> Iterator[None]:
             signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
+# One worktree change at a time in this process: gates run side by side (one per GPU) would
+# otherwise race on the repository's worktree list, and a prune could drop another's new entry.
+_WORKTREES = threading.Lock()
+
+
 @contextlib.contextmanager
 def detached_worktrees(
     repo: Path, revisions: Mapping[str, str], prefix: str
@@ -67,15 +91,25 @@ def detached_worktrees(
     try:
         for name, sha in revisions.items():
             path = tmp / name
-            git(repo, "worktree", "add", "--detach", "--quiet", str(path), sha, error=WorktreeError)
+            with _WORKTREES:
+                git(
+                    repo,
+                    "worktree",
+                    "add",
+                    "--detach",
+                    "--quiet",
+                    str(path),
+                    sha,
+                    error=WorktreeError,
+                )
             made.append(path)
         yield {name: tmp / name for name in revisions}
     finally:
-        with signals_blocked():
+        with signals_blocked(), _WORKTREES:
             for path in made:
-                subprocess.run(
+                _run(
                     ["git", "-C", str(repo), "worktree", "remove", "--force", str(path)],
                     capture_output=True,
                 )
-            subprocess.run(["git", "-C", str(repo), "worktree", "prune"], capture_output=True)
+            _run(["git", "-C", str(repo), "worktree", "prune"], capture_output=True)
             shutil.rmtree(tmp, ignore_errors=True)

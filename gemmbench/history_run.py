@@ -16,7 +16,8 @@ from gemmbench import exitcodes
 from gemmbench import results as results_check
 from gemmbench.asv_process import run_asv
 from gemmbench.history_install import HistoryError, log
-from gemmbench.machine import suspect_reasons
+from gemmbench.machine import suspect_problems
+from gemmbench.problems import ProblemKind
 
 # --- what is already stored ----------------------------------------------------------------
 
@@ -82,18 +83,13 @@ def append_log(path: Path, entry: dict) -> None:
         handle.write(json.dumps(entry, sort_keys=True) + "\n")
 
 
-# The problem kinds history tells apart, as data. machine.suspect_reasons, the one definition of
-# a suspect GPU state (the power cap alone is not one), words each problem as a sentence that
-# begins with its kind; state_problems is the one place that reads the kind off the sentence.
-THROTTLED, BUSY = "GPU throttled", "GPU busy"
+# The kinds of problem history summarizes (gemmbench.problems), as data.
+THROTTLED, BUSY = ProblemKind.THROTTLED.value, ProblemKind.BUSY.value
 
 
 def state_problems(state: Mapping) -> list[tuple[str, str]]:
-    """(kind, sentence) for each problem machine.suspect_reasons finds in one GPU state."""
-    return [
-        (next((k for k in (THROTTLED, BUSY) if text.startswith(k)), text), text)
-        for text in suspect_reasons(state)
-    ]
+    """(kind, sentence) for each problem machine.suspect_problems finds in one GPU state."""
+    return [(p.kind.value, p.message) for p in suspect_problems(state)]
 
 
 def summarize_conditions(path: Path, since: float) -> tuple[str, list[str]]:

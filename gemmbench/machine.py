@@ -10,6 +10,8 @@ import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 
+from .problems import Problem, ProblemKind
+
 # NVML's clock-event (formerly "throttle") reason bits, as nvidia-smi prints the active mask.
 CLOCK_EVENT_BITS = {
     0x1: "gpu_idle",
@@ -120,7 +122,7 @@ def normalize_reason(reason: object) -> str:
     return str(reason).strip().lower().replace(" ", "_").replace("-", "_")
 
 
-def suspect_reasons(state: Mapping, expected_processes: int = 0) -> list[str]:
+def suspect_problems(state: Mapping, expected_processes: int = 0) -> list[Problem]:
     """Why a measurement taken in this GPU state cannot be trusted (empty list: nothing seen).
 
     The one definition of a suspect GPU state, used by the gate, history and ``machine``: a
@@ -134,11 +136,18 @@ def suspect_reasons(state: Mapping, expected_processes: int = 0) -> list[str]:
         dict.fromkeys(r for r in map(normalize_reason, reasons) if r in SUSPECT_REASONS)
     )
     if slowdowns:
-        problems.append("GPU throttled (" + ", ".join(slowdowns) + ")")
+        problems.append(
+            Problem(ProblemKind.THROTTLED, "GPU throttled (" + ", ".join(slowdowns) + ")")
+        )
     others = state.get("other_processes")
     if isinstance(others, int) and not isinstance(others, bool) and others > expected_processes:
-        problems.append(f"GPU busy ({others} other compute process(es))")
+        problems.append(Problem(ProblemKind.BUSY, f"GPU busy ({others} other compute process(es))"))
     return problems
+
+
+def suspect_reasons(state: Mapping, expected_processes: int = 0) -> list[str]:
+    """:func:`suspect_problems` as the sentences a person reads."""
+    return [str(p) for p in suspect_problems(state, expected_processes)]
 
 
 # --- whether CUDA can run at all -----------------------------------------------------------
@@ -177,8 +186,11 @@ def no_gpu_reason() -> str | None:
 # --- querying the device ---------------------------------------------------------------------
 
 
-def _device_index() -> str:
-    """The nvidia-smi id of the device CUDA uses first (CUDA_VISIBLE_DEVICES may remap it)."""
+def _device_index(device: str | None = None) -> str:
+    """The nvidia-smi id of ``device``, else of the device CUDA uses first (CUDA_VISIBLE_DEVICES
+    may remap it)."""
+    if device:
+        return device
     visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip()
     return visible or "0"
 
@@ -199,8 +211,8 @@ def _run_smi(args: Sequence[str]) -> str:
     return done.stdout
 
 
-def query_gpu(fields: Sequence[str]) -> dict[str, str | None]:
-    """One row of ``nvidia-smi --query-gpu`` for our device.
+def query_gpu(fields: Sequence[str], device: str | None = None) -> dict[str, str | None]:
+    """One row of ``nvidia-smi --query-gpu`` for our device (or ``device``, an index or UUID).
 
     Drivers before the 535 rename know the reasons as clocks_throttle_reasons.*; ask again with
     that name if the new one is refused.
@@ -208,7 +220,7 @@ def query_gpu(fields: Sequence[str]) -> dict[str, str | None]:
 
     def ask(names: Sequence[str]) -> str:
         query = f"--query-gpu={','.join(names)}"
-        return _run_smi(["-i", _device_index(), query, "--format=csv,noheader,nounits"])
+        return _run_smi(["-i", _device_index(device), query, "--format=csv,noheader,nounits"])
 
     try:
         text = ask(fields)
@@ -223,10 +235,12 @@ def query_gpu(fields: Sequence[str]) -> dict[str, str | None]:
     return rows[0]
 
 
-def gpu_state() -> dict:
-    """Live SM clock, its maximum, temperature, throttle reasons and other compute processes."""
-    row = query_gpu(_STATE_FIELDS)
-    apps = _run_smi(["-i", _device_index(), "--query-compute-apps=pid", "--format=csv,noheader"])
+def gpu_state(device: str | None = None) -> dict:
+    """Live SM clock, its maximum, temperature, throttle reasons and other compute processes
+    (of our device, or of ``device``: an nvidia-smi index or UUID)."""
+    row = query_gpu(_STATE_FIELDS, device)
+    index = _device_index(device)
+    apps = _run_smi(["-i", index, "--query-compute-apps=pid", "--format=csv,noheader"])
     return state_from_row(row, count_other_processes(apps, own_pids=(os.getpid(),)))
 
 

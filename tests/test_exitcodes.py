@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from gemmbench import exitcodes, gate_decision, machine_record
+from gemmbench import exitcodes, machine_record
+from gemmbench.gate import decision as gate_decision
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 

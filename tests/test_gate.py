@@ -10,8 +10,10 @@ import textwrap
 
 import pytest
 
-from gemmbench import gate, gate_process
-from gemmbench.gate_decision import (
+from gemmbench import gate
+from gemmbench.gate import process as gate_process
+from gemmbench.gate import run as gate_run
+from gemmbench.gate.decision import (
     BROKEN,
     DRIFT,
     FASTER,
@@ -28,8 +30,9 @@ from gemmbench.gate_decision import (
     decide,
     gpu_problems,
 )
-from gemmbench.gate_output import format_seconds, render_markdown, report_json
-from gemmbench.gate_worker import WorkerError, load_provider, serve
+from gemmbench.gate.options import GateOptions, InfraFailure
+from gemmbench.gate.output import format_seconds, render_markdown, report_json
+from gemmbench.gate.worker import WorkerError, load_provider, serve
 from gemmbench.stats import mann_whitney_u, smallest_p
 from gemmbench.thresholds import GateSettings
 
@@ -141,7 +144,7 @@ class TestMannWhitneyU:
 
 
 class TestCompare:
-    """Tests for `gate_decision.compare`, the verdict on one benchmark."""
+    """Tests for `gemmbench.gate.decision.compare`, the verdict on one benchmark."""
 
     def test_clear_slowdown(self):
         """10% slower in every round is a regression, and the detail gives both numbers."""
@@ -199,7 +202,7 @@ class TestCompare:
 
 
 class TestGpuProblems:
-    """Tests for `gate_decision.gpu_problems`, the clock, throttle and process checks between rounds."""
+    """Tests for `gemmbench.gate.decision.gpu_problems`, the clock, throttle and process checks between rounds."""
 
     @staticmethod
     def states(*clocks, **extra):
@@ -310,7 +313,7 @@ class TestGpuProblems:
 
 
 class TestDecide:
-    """Tests for `gate_decision.decide`, the outcome from verdicts and machine problems."""
+    """Tests for `gemmbench.gate.decision.decide`, the outcome from verdicts and machine problems."""
 
     @staticmethod
     def verdicts(*pairs):
@@ -385,7 +388,7 @@ def sample_report(status=REGRESSION) -> Report:
 
 
 class TestOutputs:
-    """Tests for `gate_output.render_markdown` and `gate_output.report_json`."""
+    """Tests for `gemmbench.gate.output.render_markdown` and `gemmbench.gate.output.report_json`."""
 
     def test_markdown_table(self):
         """The summary has a headline, the revisions, one row per benchmark and the reasons."""
@@ -472,7 +475,7 @@ PROVIDER = textwrap.dedent(
 
 
 class TestWorker:
-    """Tests for `gemmbench.gate_worker`: provider checks and the JSON-lines protocol."""
+    """Tests for `gemmbench.gate.worker`: provider checks and the JSON-lines protocol."""
 
     @pytest.fixture
     def root(self, tmp_path, monkeypatch):
@@ -520,7 +523,7 @@ class TestWorker:
 
 
 class StubWorker:
-    """Answers a round request, or raises the given failure; counts the requests."""
+    """Answers warm and timed requests, or raises the given failure; counts the requests."""
 
     def __init__(self, failure=None):
         self.failure, self.requests = failure, 0
@@ -529,59 +532,79 @@ class StubWorker:
         self.requests += 1
         if self.failure:
             raise self.failure
-        return {"event": "round", "times": {name: [1e-3] for name in message["cases"]}}
+        return {"event": "warm"}
+
+    def timed_request(self, message, timeout, clock="wall"):
+        self.requests += 1
+        if self.failure:
+            raise self.failure
+        return {
+            "event": "round",
+            "times": {n: [1e-3] * message["samples"] for n in message["cases"]},
+        }, 2e-3
 
 
 class TestBlame:
-    """Tests for whom the gate blames for a failing worker: head's code (1) or the machine (4)."""
+    """Tests for whom the gate blames for a failing worker: head (1), usage (2), the machine (4)."""
 
     @pytest.fixture
     def run(self):
-        import argparse
+        run = gate_run.GateRun(GateOptions(base="main"))
+        run.names, run.head_started = ["coarsened-4096"], True
+        return run
 
-        from gemmbench.thresholds import load
+    @staticmethod
+    def blame(run, failure, base=None):
+        workers = {"base": base or StubWorker(), "head": StubWorker()}
+        run.blame(failure, workers, during_rounds=True)
 
-        args = argparse.Namespace(base="main", head="HEAD", cases_from=gate.DEFAULT_PROVIDER)
-        return gate._Run(args, load())
-
-    REQUEST = {"op": "measure", "cases": ["coarsened-4096"], "samples": 5}
-
-    @pytest.mark.parametrize("kind", ["cuda", "crash", "timeout"])
+    @pytest.mark.parametrize("kind", ["cuda", "crash", "timeout", "killed"])
     def test_head_fails_base_healthy(self, run, kind):
         """A CUDA error, crash or hang in head while base still answers is head's fault."""
         base = StubWorker()
         failure = gate_process.WorkerFailure(
             "head", kind, "illegal memory access", "coarsened-4096"
         )
-        with pytest.raises(gate._HeadBroken):
-            run._after_round_failure(failure, {"base": base, "head": StubWorker()}, self.REQUEST)
-        assert base.requests == 1
+        with pytest.raises(gate_run.HeadBroken):
+            self.blame(run, failure, base)
+        assert base.requests >= 1
 
     def test_head_and_base_fail(self, run):
         """When base fails the health check too, the GPU is at fault: infrastructure."""
         base = StubWorker(gate_process.WorkerFailure("base", "cuda", "ECC error"))
         failure = gate_process.WorkerFailure("head", "cuda", "ECC error")
-        with pytest.raises(gate.InfraFailure, match="ECC error"):
-            run._after_round_failure(failure, {"base": base, "head": StubWorker()}, self.REQUEST)
+        with pytest.raises(InfraFailure, match="ECC error"):
+            self.blame(run, failure, base)
 
-    def test_head_python_error_needs_no_check(self, run):
-        """A Python error in head's code is head's fault without asking base."""
+    @pytest.mark.parametrize("kind", ["case", "protocol"])
+    def test_head_error_needs_no_check(self, run, kind):
+        """A Python error in head's code, or an answer head garbled, is head's fault without
+        asking base: head's code runs in the process that answers."""
         base = StubWorker()
-        failure = gate_process.WorkerFailure("head", "case", "AssertionError: differs from cuBLAS")
-        with pytest.raises(gate._HeadBroken):
-            run._after_round_failure(failure, {"base": base, "head": StubWorker()}, self.REQUEST)
+        failure = gate_process.WorkerFailure("head", kind, "AssertionError: differs from cuBLAS")
+        with pytest.raises(gate_run.HeadBroken):
+            self.blame(run, failure, base)
         assert base.requests == 0
 
-    @pytest.mark.parametrize(
-        ("side", "kind"), [("base", "case"), ("base", "cuda"), ("head", "protocol")]
-    )
-    def test_infrastructure(self, run, side, kind):
-        """Base failing, or a protocol error, is never blamed on the PR."""
-        failure = gate_process.WorkerFailure(side, kind, "something broke")
-        with pytest.raises(gate.InfraFailure):
-            run._after_round_failure(
-                failure, {"base": StubWorker(), "head": StubWorker()}, self.REQUEST
-            )
+    @pytest.mark.parametrize("kind", ["case", "cuda", "protocol", "crash"])
+    def test_infrastructure(self, run, kind):
+        """Base reporting its own failure is never blamed on the PR."""
+        with pytest.raises(InfraFailure):
+            self.blame(run, gate_process.WorkerFailure("base", kind, "something broke"))
+
+    @pytest.mark.parametrize("kind", ["killed", "timeout"])
+    def test_base_killed_while_head_ran_is_heads_fault(self, run, kind):
+        """Base killed or stopped once head's code runs: head (same user) could have done it."""
+        with pytest.raises(gate_run.HeadBroken, match="could have done it"):
+            self.blame(run, gate_process.WorkerFailure("base", kind, "signal 9"))
+        run.head_started = False  # before head's worker started, only base can be at fault
+        with pytest.raises(InfraFailure):
+            self.blame(run, gate_process.WorkerFailure("base", kind, "signal 9"))
+
+    def test_provider_junk_on_base_is_usage(self, run):
+        """A provider that returns junk on base is a usage error, not infrastructure."""
+        with pytest.raises(gate_run.UsageError, match="cases provider"):
+            self.blame(run, gate_process.WorkerFailure("base", "provider", "returned no cases"))
 
 
 def test_default_provider_offers_the_scalar_path():
@@ -595,3 +618,50 @@ def test_default_provider_offers_the_scalar_path():
     assert "coarsened-2049" in names
     sizes = [shape[0] for shape in config.load().shape_set("gate")]
     assert sorted(names) == sorted(f"{v}-{n}" for v in VARIANTS for n in sizes)
+
+
+class TestCrossCheck:
+    """Tests for `gemmbench.gate.crosscheck`: the gate's own clock against reported times."""
+
+    @staticmethod
+    def observations(reported: float, wall: float, n: int = 10):
+        from gemmbench.gate.crosscheck import Observation
+
+        return [Observation(reported, wall * (1 + 0.001 * i)) for i in range(n)]
+
+    def test_honest_sides_pass(self):
+        """Same harness cost on both sides, head really slower: nothing is refused."""
+        from gemmbench.gate.crosscheck import hidden_time
+
+        base = self.observations(1.0e-3, 1.5e-3)
+        head = self.observations(3.0e-3, 3.5e-3)
+        assert hidden_time(base, head, SETTINGS) is None
+
+    def test_hidden_time_refused(self):
+        """Head reporting a third of what the clock shows is refused, with the hidden share."""
+        from gemmbench.gate.crosscheck import hidden_time
+
+        base = self.observations(1.0e-3, 1.5e-3)
+        head = self.observations(1.0e-3, 3.5e-3)
+        reason = hidden_time(base, head, SETTINGS)
+        assert reason and "clock does not show" in reason
+        share = float(reason.split("took ")[1].split("%")[0])
+        assert 195 < share < 205  # 2 ms hidden of base's 1 ms
+
+    def test_hidden_time_within_tolerance_passes(self):
+        """Time hidden within the tolerance (3% here) is not refused."""
+        from gemmbench.gate.crosscheck import hidden_time
+
+        base = self.observations(1.0e-3, 1.5e-3)
+        head = self.observations(1.0e-3, 1.52e-3)
+        assert hidden_time(base, head, SETTINGS) is None
+
+    def test_work_between_requests(self):
+        """Head's CPU time between requests beyond base's by the tolerance of base's time (and
+        20 ms) is refused; unknown clocks refuse nothing."""
+        from gemmbench.gate.crosscheck import work_between_requests
+
+        assert work_between_requests({"base": 0.001, "head": 0.5}, 1.0, SETTINGS)
+        assert work_between_requests({"base": 0.001, "head": 0.015}, 0.1, SETTINGS) is None
+        assert work_between_requests({"base": 0.001, "head": 0.02}, 1.0, SETTINGS) is None
+        assert work_between_requests({"base": None, "head": 0.5}, 1.0, SETTINGS) is None

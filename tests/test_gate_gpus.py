@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import os
 import signal
-from pathlib import Path
 
 import pytest
 from fake_gpus import UUIDS, install_smi
 from test_gate_e2e import MEASURED, Repo, start_measuring
 
-from gemmbench import gate as gate_mod
-from gemmbench import gate_gpus
+from gemmbench.gate import spread as gate_gpus
 
 
 @pytest.fixture
@@ -47,19 +45,25 @@ class TestSplit:
         assert gate_gpus.combined_exit([passed, {"exit_code": 4}]) == 4
 
 
-class TestChildCommand:
-    """Tests for `child_command`: one GPU's gate."""
+class TestInProcess:
+    """The spread runs each GPU's gate through `run_gate` in this process, never a new gate
+    command line, and gives each gate its own GPU and CPU."""
 
-    def test_child_stays_on_its_gpu(self):
-        """Each child gate is told --gpus one, so it never spreads again from its share."""
-        args = gate_mod.parse_args(["--base", "main", "--rounds", "7"])
-        command = gate_gpus.child_command(
-            args, "thresholds.toml", ["coarsened-4096"], Path("g.json"), Path("g.md")
+    def test_each_share_gets_its_gpu_and_cpu(self, monkeypatch):
+        """Every share's gate sees only its GPU, is pinned to its own CPU, and sweeps nothing
+        itself (the spread sweeps once, after every gate has stopped)."""
+        from gemmbench.gate import GateOptions, Report
+
+        seen = []
+        monkeypatch.setattr(gate_gpus, "run_gate", lambda o: seen.append(o) or Report("pass"))
+        monkeypatch.setattr(gate_gpus, "end_descendants", lambda: [])
+        result = gate_gpus.spread(
+            GateOptions(base="main"), list(UUIDS), ["naive-4096", "tiled-4096"]
         )
-        assert command[command.index("--gpus") + 1] == "one"
-        assert command[command.index("--cases") + 1] == "coarsened-4096"
-        assert command[command.index("--rounds") + 1] == "7"
-        assert gate_mod.parse_args(command[4:]).gpus == "one"  # the gate's own parser takes it
+        assert result.exit_code == 0 and len(seen) == 2
+        assert {o.env["CUDA_VISIBLE_DEVICES"] for o in seen} == set(UUIDS)
+        assert sorted(o.cpu for o in seen) == [0, 1] and not any(o.sweep for o in seen)
+        assert sorted(sum((o.cases for o in seen), [])) == ["naive-4096", "tiled-4096"]
 
 
 class TestSpreadEndToEnd:
@@ -68,7 +72,8 @@ class TestSpreadEndToEnd:
     def test_aa_passes_and_slowdown_is_found_on_its_gpu(self, repo):
         """A/A passes on both GPUs; a 3x slower `hash` fails, reported from the GPU that had it."""
         base = repo.git("rev-parse", "HEAD")
-        code, output, result = repo.gate(base, base, "--gpus", "all")
+        same = repo.commit("docs only", **{"README.md": "no code change\n"})
+        code, output, result = repo.gate(base, same, "--gpus", "all")
         assert code == 0, output
         assert result["mode"] == "spread" and result["status"] == "pass"
         given = {r["gpu_uuid"]: r["cases_given"] for r in result["gpus"]}
@@ -77,7 +82,9 @@ class TestSpreadEndToEnd:
         head = repo.commit("slower hash", MEASURED.replace('"hash": 1500', '"hash": 4500'))
         code, output, result = repo.gate(base, head, "--gpus", "all")
         assert code == 1, output
-        (slow,) = [b for b in result["benchmarks"] if b["verdict"] == "slower"]
+        slower = [b for b in result["benchmarks"] if b["verdict"] == "slower"]
+        assert len(slower) == 1, output
+        (slow,) = slower
         assert slow["name"] == "hash" and "hash" in given[slow["gpu_uuid"]]
         assert "GEMM performance gate on 2 GPUs (spread)" in (repo.tmp / "summary.md").read_text()
         repo.assert_clean()
@@ -85,7 +92,8 @@ class TestSpreadEndToEnd:
     def test_default_spreads_over_the_visible_gpus(self, repo):
         """Without --gpus, a host with several visible GPUs spreads (the measured winner)."""
         base = repo.git("rev-parse", "HEAD")
-        code, output, result = repo.gate(base, base)
+        same = repo.commit("docs only", **{"README.md": "no code change\n"})
+        code, output, result = repo.gate(base, same)
         assert code == 0, output
         assert result["mode"] == "spread" and len(result["gpus"]) == 2
         assert "2 GPUs visible: spreading" in output
@@ -99,7 +107,8 @@ class TestSpreadEndToEnd:
         if visible is not None:
             repo.env["CUDA_VISIBLE_DEVICES"] = visible
         base = repo.git("rev-parse", "HEAD")
-        code, output, result = repo.gate(base, base, *extra)
+        same = repo.commit("docs only", **{"README.md": "no code change\n"})
+        code, output, result = repo.gate(base, same, *extra)
         assert code == 0, output
         assert "mode" not in result and "spreading" not in output
         repo.assert_clean()
@@ -107,7 +116,8 @@ class TestSpreadEndToEnd:
     def test_unknown_gpu_is_usage(self, repo):
         """--gpus naming a GPU the host lacks exits 2 in one line, measuring nothing."""
         base = repo.git("rev-parse", "HEAD")
-        done = repo.run_gate(base, base, "--gpus", "5")
+        same = repo.commit("docs only", **{"README.md": "no code change\n"})
+        done = repo.run_gate(base, same, "--gpus", "5")
         assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1
         assert "0=GPU-fake" in done.stderr
         assert not (repo.tmp / "gate.json").exists()
@@ -124,7 +134,8 @@ class TestSpreadEndToEnd:
         """A spread gate (here the default on two GPUs) checks what one gate would refuse first:
         one line and exit 2, not one error per GPU's gate after a line about spreading."""
         base = repo.git("rev-parse", "HEAD")
-        done = repo.run_gate(base, base, *extra)  # a repeated option: argparse takes the last
+        same = repo.commit("docs only", **{"README.md": "no code change\n"})
+        done = repo.run_gate(base, same, *extra)  # a repeated option: argparse takes the last
         lines = done.stderr.strip().splitlines()
         assert done.returncode == 2 and len(lines) == 1, done.stderr
         assert expected in lines[0] and "spreading" not in done.stderr
@@ -132,8 +143,9 @@ class TestSpreadEndToEnd:
     @pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
     def test_interrupt_cleans_up(self, repo, signum, code):
         """Ctrl-C or SIGTERM mid-run stops every GPU's gate, each removing its worktrees."""
-        head = repo.commit("slow", MEASURED.replace("SLEEP = 0.0", "SLEEP = 0.05"))
-        command = repo.gate_command(head, head, "--rounds", "50", "--gpus", "all")
+        base = repo.commit("slow", MEASURED.replace("SLEEP = 0.0", "SLEEP = 0.05"))
+        head = repo.commit("docs only", **{"README.md": "no code change\n"})
+        command = repo.gate_command(base, head, "--rounds", "50", "--gpus", "all")
         proc = start_measuring(repo, command, gates=2)  # both GPUs' gates are measuring
         proc.send_signal(signum)
         assert proc.wait(timeout=60) == code

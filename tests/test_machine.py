@@ -108,7 +108,7 @@ class TestReasons:
     def test_one_definition_of_suspect(self, mask, suspect):
         """The power cap, idle, locked clocks and sync boost alone are not suspect; thermal,
         hardware slowdown and power brake are, in machine and the gate alike."""
-        from gemmbench.gate_decision import gpu_problems
+        from gemmbench.gate.decision import gpu_problems
 
         row = {
             "clocks.sm": "1980",

@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 from github_standin import BOT, StandIn, State
 
-from gemmbench import gate_decision, thresholds
-from gemmbench.gate_output import report_json
+from gemmbench import thresholds
+from gemmbench.gate import decision as gate_decision
+from gemmbench.gate.output import report_json
 
 ROOT = Path(__file__).resolve().parents[1]
 CI = ROOT / "scripts" / "ci"
@@ -80,6 +81,7 @@ class TestVocabulary:
             gate_decision.DRIFT,
             gate_decision.BROKEN,
             gate_decision.NEW,
+            gate_decision.FORGED,
         }
         assert set(pr_comment.HEADLINES) == set(gate_artifact.STATUSES) == set(pr_comment.RANK)
 

@@ -45,8 +45,9 @@ def record_body() -> str:
     """The comment body pr_comment.py posts for a planted 2% regression, as the stand-in got it."""
     from github_standin import StandIn, State
 
-    from gemmbench import gate_decision, thresholds
-    from gemmbench.gate_output import report_json
+    from gemmbench import thresholds
+    from gemmbench.gate import decision as gate_decision
+    from gemmbench.gate.output import report_json
 
     settings = thresholds.load(ROOT / "thresholds.toml").for_gpu("NVIDIA H200").gate
     base = [3.077e-3 * (1 + 0.0007 * ((i * 7) % 5 - 2)) for i in range(10)]

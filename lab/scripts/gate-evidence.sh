@@ -43,6 +43,9 @@ for pct in $slowdowns; do
     "$PY" "$helper" apply "$pct" "$clone/gemm/kernels/03_coarsened.cu" || exit 1
     g commit -qam "plant a $pct% slowdown in the coarsened kernel" || exit 1
 done
+# A/A: the same code one empty commit later (the gate refuses head equal to base).
+g checkout -q -b aa base || exit 1
+g commit -q --allow-empty -m "A/A: no change" || exit 1
 g checkout -q base
 
 banner "the planted kernels are loaded and still right"
@@ -56,7 +59,7 @@ done
 
 # A/A measures the default cases, so its wall time is the default gate's. The slowdown runs
 # measure only what the plant touches (plus the cuBLAS canary, which the gate always adds).
-conditions=("A/A|base|")
+conditions=("A/A|aa|")
 for pct in $slowdowns; do
     conditions+=("$pct% slower|slow-$pct|--cases=coarsened-4096,coarsened-2048")
 done

@@ -93,6 +93,9 @@ for pct in $candidates; do
     "$PY" "$planter" delay "$pct" "$clone/gemm/kernels/03_coarsened.cu" >/dev/null || exit 1
     g commit -qam "plant a $pct-cycle delay a block in the coarsened kernel" || exit 1
 done
+# A/A: the same code one empty commit later (the gate refuses head equal to base).
+g checkout -q -b aa base || exit 1
+g commit -q --allow-empty -m "A/A: no change" || exit 1
 g checkout -q base
 echo "planted: $(g branch --list 'slow-*' | tr -d ' *' | tr '\n' ' ')"
 
@@ -119,12 +122,12 @@ banner "calibrated gate: A/A and the 2% plant, $runs each, interleaved"
 skipped=0
 for ((i = 1; i <= runs; i++)); do
     if over_budget; then skipped=$((skipped + 2)); continue; fi
-    RUN_INDEX=$i gate "A/A" "$work/runs" base --cases "$cases"
+    RUN_INDEX=$i gate "A/A" "$work/runs" aa --cases "$cases"
     RUN_INDEX=$i gate "2% slower" "$work/runs" "slow-$two" --cases "$cases"
 done
 ((skipped == 0)) || echo "time budget of $budget s reached: $skipped runs were not started"
 gate "1% slower" "$work/runs" "slow-$one" --cases "$cases"
-gate "default cases" "$work/runs" base
+gate "default cases" "$work/runs" aa
 
 banner "coarsened 4096^3 by the report and by asv"
 run "$PY" -m gemmbench report 4096 --variants coarsened --json "$out/report.json" 2>&1 | tee "$out/report.txt"

@@ -53,7 +53,7 @@ def test_dry_path_plans_every_step(tmp_path):
     out = done.stdout
     assert "planted: " + " ".join(f"slow-{c}000" for c in cycles) in out
     assert "-m gemmbench calibrate --runs 10" in out
-    assert out.count("--head base --cases coarsened-4096,coarsened-2048") == 2  # A/A x RUNS
+    assert out.count("--head aa --cases coarsened-4096,coarsened-2048") == 2  # A/A x RUNS
     gates = [line for line in out.splitlines() if "-m gemmbench gate" in line]
     assert gates and all(line.endswith("--gpus one") for line in gates)  # calibrate's one GPU
     assert out.count("--head slow-32000 --cases coarsened-4096,coarsened-2048") == 2

@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-# The outcome and per-benchmark words the gate writes (gemmbench/gate_decision.py; a test
+# The outcome and per-benchmark words the gate writes (gemmbench/gate/decision.py; a test
 # checks these sets against it, so this script needs nothing but the standard library).
 STATUSES = (
     "pass",
@@ -18,7 +18,16 @@ STATUSES = (
     "infrastructure failure",
     "interrupted",
 )
-VERDICTS = ("same", "slower", "faster", "unstable", "drift", "broken on head", "new on head")
+VERDICTS = (
+    "same",
+    "slower",
+    "faster",
+    "unstable",
+    "drift",
+    "broken on head",
+    "new on head",
+    "refused on head",
+)
 BENCH_NAME = re.compile(r"[A-Za-z0-9_]{1,32}(?:-[A-Za-z0-9_]{1,32}){0,3}")
 MACHINE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 SHA = re.compile(r"[0-9a-f]{40}")

@@ -9,12 +9,19 @@ import queue
 import subprocess
 import sys
 import threading
+import time
 from collections import deque
 from collections.abc import Mapping
 from pathlib import Path
 
+from .isolation import kill_group
+
 # The checkout (or site-packages) that holds the running gemmbench.
-_HARNESS_ROOT = Path(__file__).resolve().parent.parent
+HARNESS_ROOT = Path(__file__).resolve().parent.parent.parent
+
+
+class Cancelled(Exception):
+    """The run was asked to stop (Ctrl-C or SIGTERM reached the process running it)."""
 
 
 class WorkerFailure(Exception):
@@ -28,29 +35,46 @@ class WorkerFailure(Exception):
 
 
 class WorkerProcess:
-    """One side's ``gemmbench.gate_worker``, spoken to in JSON lines."""
+    """One side's ``gemmbench.gate.worker``, spoken to in JSON lines.
 
-    def __init__(self, side: str, root: Path, cases_from: str) -> None:
-        self.side, self.root, self.cases_from = side, root, cases_from
+    ``env`` is added to the worker's environment (the spread names each gate's GPU there);
+    ``cancel``, once set, makes a pending :meth:`receive` raise :class:`Cancelled`.
+    """
+
+    def __init__(
+        self,
+        side: str,
+        root: Path,
+        cases_from: str,
+        package: str,
+        env: Mapping[str, str] | None = None,
+        cancel: threading.Event | None = None,
+    ) -> None:
+        self.side, self.root, self.cases_from, self.package = side, root, cases_from, package
+        self.extra_env = dict(env or {})
+        self.cancel = cancel
         self.proc: subprocess.Popen | None = None
+        self.cpu_in_requests = 0.0  # the worker's CPU seconds while the gate waited for answers
         self._messages: queue.Queue = queue.Queue()
         self._log: deque[str] = deque(maxlen=40)
 
     def start(self) -> None:
-        env = dict(os.environ)
+        env = {**os.environ, **self.extra_env}
         env["PYTHONPATH"] = os.pathsep.join(
-            filter(None, [str(_HARNESS_ROOT), env.get("PYTHONPATH")])
+            filter(None, [str(HARNESS_ROOT), env.get("PYTHONPATH")])
         )
         env["PYTHONDONTWRITEBYTECODE"] = "1"  # leave the worktree as git made it
         env["PYTHONUNBUFFERED"] = "1"
         command = [
             sys.executable,
             "-m",
-            "gemmbench.gate_worker",
+            "gemmbench.gate.worker",
             "--root",
             str(self.root),
             "--cases-from",
             self.cases_from,
+            "--package",
+            self.package,
         ]
         # cwd is the harness's root, not the worktree: `-m` puts cwd first on sys.path, and the
         # worker must load gemmbench from here before it puts the worktree ahead for `gemm`.
@@ -63,7 +87,7 @@ class WorkerProcess:
             text=True,
             encoding="utf-8",
             errors="replace",
-            cwd=_HARNESS_ROOT,
+            cwd=HARNESS_ROOT,
             env=env,
             start_new_session=True,
         )
@@ -96,13 +120,30 @@ class WorkerProcess:
         except subprocess.TimeoutExpired:
             code = None
         tail = self._log[-1] if self._log else "no output"
+        if code is not None and code < 0:  # a signal: something outside the worker may have sent it
+            return WorkerFailure(
+                self.side, "killed", f"worker killed by signal {-code} ({tail})", log=self.log()
+            )
         return WorkerFailure(
             self.side, "crash", f"worker exited with code {code} ({tail})", log=self.log()
         )
 
+    def _next_line(self, timeout: float):
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.cancel is not None and self.cancel.is_set():
+                raise Cancelled()
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise queue.Empty
+            try:
+                return self._messages.get(timeout=min(left, 0.1))
+            except queue.Empty:
+                continue
+
     def receive(self, timeout: float) -> dict:
         try:
-            line = self._messages.get(timeout=timeout)
+            line = self._next_line(timeout)
         except queue.Empty:
             raise WorkerFailure(
                 self.side, "timeout", f"no answer within {timeout:.0f} s", log=self.log()
@@ -126,28 +167,54 @@ class WorkerProcess:
         return message
 
     def request(self, message: dict, timeout: float) -> dict:
+        return self.timed_request(message, timeout)[0]
+
+    def cpu_seconds(self) -> float | None:
+        """The worker's CPU time so far (all its threads), read by the kernel for us; None where
+        this system cannot tell. A process's CPU clock is readable by any process of its user."""
+        try:
+            return time.clock_gettime(((~self.proc.pid) << 3) | 2)  # CPUCLOCK_SCHED of the pid
+        except (OSError, OverflowError, AttributeError):
+            return None
+
+    def timed_request(self, message: dict, timeout: float, clock: str = "wall") -> tuple:
+        """The answer to ``message``, and the seconds the judge itself saw it take: wall seconds,
+        or (``clock="cpu"``) the worker's CPU seconds, which load on the machine cannot inflate;
+        wall seconds where the CPU clock cannot be read."""
+        cpu = self.cpu_seconds()
+        started = time.perf_counter()
         self.send(message)
-        return self.receive(timeout)
+        answer = self.receive(timeout)
+        wall = time.perf_counter() - started
+        after = self.cpu_seconds()
+        if cpu is not None and after is not None:
+            self.cpu_in_requests += after - cpu
+            if clock == "cpu":
+                return answer, after - cpu
+        return answer, wall
 
     def stop(self) -> None:
-        if self.proc is None or self.proc.poll() is not None:
+        """Ask the worker to quit, then kill its process group, whatever it left running."""
+        if self.proc is None:
             return
-        with contextlib.suppress(Exception):
-            self.send({"op": "quit"})
-            self.proc.stdin.close()
-        try:
-            self.proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        if self.proc.poll() is None:
+            with contextlib.suppress(Exception):
+                self.send({"op": "quit"})
+                self.proc.stdin.close()
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        kill_group(self.proc.pid)  # start_new_session made the worker its group's leader
 
 
-def _read_gpu_state(round_index: int) -> dict:
+def _read_gpu_state(round_index: int, device: str | None = None) -> dict:
     """``gemmbench.machine.gpu_state()`` with the round added; never raises."""
     try:
-        from . import machine
+        from .. import machine
 
-        state = machine.gpu_state()
+        state = machine.gpu_state(device) if device else machine.gpu_state()
     except Exception as exc:  # module missing, no NVML, no driver: monitoring is best effort
         return {"round": round_index, "unavailable": f"gpu_state: {type(exc).__name__}: {exc}"}
     if not isinstance(state, Mapping):
@@ -163,15 +230,17 @@ class GpuMonitor:
     the gate's wall time. A new reading is skipped while the previous one is still running.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, device: str | None = None) -> None:
         self.states: list[dict] = []
+        self.device = device  # an nvidia-smi index or UUID; None: the one CUDA uses first
         self._thread: threading.Thread | None = None
 
     def sample(self, round_index: int) -> None:
         if self._thread is not None and self._thread.is_alive():
             return
         self._thread = threading.Thread(
-            target=lambda: self.states.append(_read_gpu_state(round_index)), daemon=True
+            target=lambda: self.states.append(_read_gpu_state(round_index, self.device)),
+            daemon=True,
         )
         self._thread.start()
 

@@ -1,12 +1,15 @@
 """One side of the gate: a long-lived process that measures one revision's benchmarks on request.
 
-The gate starts it as ``python -m gemmbench.gate_worker --root WORKTREE --cases-from MOD:FUNC``.
-Only the measured package (``gemm``) is imported from WORKTREE, through an import hook that maps
+The gate starts it as ``python -m gemmbench.gate.worker --root WORKTREE --cases-from MOD:FUNC
+--package NAME``. Only the measured package (NAME) is imported from WORKTREE, through an import hook that maps
 that one name there; the worktree never goes on ``sys.path``. Everything that judges the
 revision (this module, ``gemmbench.timing``, ``gemmbench.cases``, the provider module) comes from
 the running harness, so a revision that rewrites its own ``gemmbench`` changes nothing here.
 The harness's functions are snapshotted before ``gemm`` is imported and checked after every
-request: measured code that patches the timer or the worker is refused (a "case" error).
+request: measured code that patches the timer or the worker is refused (a "case" error). The
+worker makes itself non-dumpable first, so another process of its user (the other side) cannot
+ptrace it or write into its pipes through /proc. None of this stops the measured code from lying
+from inside this process; the judge checks every answer against its own clock for that.
 
 Protocol: one JSON object per line. The worker speaks on its original stdout. Anything else the
 measured code prints is moved to stderr, so it cannot corrupt a message.
@@ -14,7 +17,9 @@ measured code prints is moved to stderr, so it cannot corrupt a message.
     worker: {"event": "hello", "cases": [{"name", "timer", "flops"}], "device", "origins", ...}
     gate:   {"op": "prepare", "cases": [names], "warmup": n}
     worker: {"event": "ready", "seconds": s}
-    gate:   {"op": "measure", "cases": [names], "samples": n}        (once per round)
+    gate:   {"op": "warm", "cases": [names]}        (one untimed launch each, before a round)
+    worker: {"event": "warm"}
+    gate:   {"op": "measure", "cases": [names], "samples": n, "warmup": w}
     worker: {"event": "round", "times": {name: [seconds, ...]}}
     gate:   {"op": "quit"}   (or closes stdin)
 
@@ -29,7 +34,6 @@ import argparse
 import contextlib
 import gc
 import importlib
-import importlib.machinery
 import importlib.util
 import json
 import os
@@ -39,12 +43,11 @@ import traceback
 from collections.abc import Mapping
 from pathlib import Path
 
-from . import config as harness_config
-from . import exitcodes, measure
-from .cases import TIMERS
-
-# The one package each side's worktree supplies: the code being measured ([tool.gemmbench] package).
-MEASURED_PACKAGE = harness_config.load().package
+from .. import exitcodes, measure
+from ..cases import TIMERS
+from .guard import GuardError, HarnessGuard, MeasuredPackageFinder
+from .isolation import not_dumpable
+from .names import MEASURED_PACKAGE
 
 # Exceptions that can come from the GPU or driver rather than from the revision's code.
 _CUDA_ERRORS = {
@@ -85,9 +88,12 @@ def load_provider(spec: str):
     try:
         module = importlib.import_module(module_name)
         provider = getattr(module, func_name)
-        offered = list(provider())
     except Exception as exc:
         raise WorkerError("provider", f"cases provider {spec} failed: {_describe(exc)}") from exc
+    try:
+        offered = list(provider())
+    except Exception as exc:  # the provider imports the measured package: its error is the side's
+        raise WorkerError(_kind_of(exc), f"cases provider {spec} failed: {_describe(exc)}") from exc
     cases = {}
     for case in offered:
         name, launch, timer = _field(case, "name"), _field(case, "launch"), _field(case, "timer")
@@ -105,83 +111,6 @@ def load_provider(spec: str):
     if not cases:
         raise WorkerError("provider", f"{spec} returned no cases")
     return module, cases
-
-
-class MeasuredPackageFinder:
-    """An import hook that finds ``name`` (and so its submodules) in ``root`` and nowhere else."""
-
-    def __init__(self, name: str, root: Path) -> None:
-        self.name, self.root = name, root
-
-    def find_spec(self, fullname, path=None, target=None):
-        if fullname != self.name:
-            return None  # submodules follow the package's own __path__, inside root
-        spec = importlib.machinery.PathFinder.find_spec(fullname, [str(self.root)])
-        if spec is None:
-            # Falling through would import the harness's own copy and measure the wrong code.
-            raise ModuleNotFoundError(f"no package {fullname!r} in {self.root}", name=fullname)
-        return spec
-
-
-def _harness_bindings(provider_module: str) -> dict[str, object]:
-    """Every function and class the judging code holds, by dotted name, to detect patching."""
-    bindings: dict[str, object] = {
-        "time.perf_counter": time.perf_counter,
-        "time.process_time": time.process_time,
-    }
-    cupy = sys.modules.get("cupy")
-    if cupy is not None:
-        for name in ("Event", "get_elapsed_time", "Stream", "get_current_stream"):
-            bindings[f"cupy.cuda.{name}"] = getattr(cupy.cuda, name, None)
-        bindings["cupy.cuda.runtime.memsetAsync"] = cupy.cuda.runtime.memsetAsync
-    for module_name, module in list(sys.modules.items()):
-        # This worker runs as __main__ under `python -m`; its spec still names it gemmbench.
-        spec_name = getattr(getattr(module, "__spec__", None), "name", None) or module_name
-        judging = spec_name == "gemmbench" or spec_name.startswith("gemmbench.")
-        if not (judging or module_name == provider_module):
-            continue
-        bindings[module_name] = module
-        for attr, value in vars(module).items():
-            if callable(value) and getattr(value, "__module__", None) == module_name:
-                bindings[f"{module_name}.{attr}"] = value
-                for member, inner in vars(value).items() if isinstance(value, type) else ():
-                    if callable(inner) or isinstance(inner, (staticmethod, classmethod, property)):
-                        bindings[f"{module_name}.{attr}.{member}"] = inner
-    return bindings
-
-
-def _current_binding(dotted: str):
-    module_name = dotted
-    while module_name and module_name not in sys.modules:
-        module_name = module_name.rpartition(".")[0]
-    if module_name == dotted:
-        return sys.modules[dotted]
-    value = sys.modules.get(module_name)
-    rest = dotted[len(module_name) + 1 :].split(".")
-    for i, part in enumerate(rest):
-        holder = value
-        value = vars(holder).get(part) if isinstance(holder, type) else getattr(holder, part, None)
-        if value is None and i < len(rest) - 1:
-            return None
-    return value
-
-
-class HarnessGuard:
-    """Remembers the harness's bindings and names any that the measured code replaced."""
-
-    def __init__(self, provider_module: str) -> None:
-        self._bindings = _harness_bindings(provider_module)
-
-    def check(self) -> None:
-        changed = [
-            name for name, value in self._bindings.items() if _current_binding(name) is not value
-        ]
-        if changed:
-            raise WorkerError(
-                "case",
-                f"the measured code replaced the harness's {', '.join(sorted(changed)[:5])}; "
-                "measured code must not patch what times it",
-            )
 
 
 def import_cupy_first() -> None:
@@ -236,21 +165,36 @@ class Worker:
                 raise
             except Exception as exc:
                 raise WorkerError(_kind_of(exc), f"{name}: {_describe(exc)}", name) from exc
-        if self.guard is not None:
-            self.guard.check()
+        self.check()
 
-    def measure(self, names, samples: int) -> dict[str, list[float]]:
-        times = {}
-        for i, name in enumerate(names):
+    def check(self) -> None:
+        if self.guard is not None:
+            try:
+                self.guard.check()
+            except GuardError as exc:
+                raise WorkerError("case", str(exc)) from None
+
+    def warm(self, names) -> None:
+        """One untimed launch of each case: the other side ran in between, so the GPU may have
+        been idle. The gate asks for it apart from the timed request, so that the wall time it
+        sees for a timed request holds nothing but the timed launches."""
+        for name in names:
             case = self._case(name)
             try:
-                # One untimed launch before the first case: the other side ran in between, so
-                # the GPU may have been idle. The cases after it follow this side's own work.
-                times[name] = self._measure(case, samples=samples, warmup=1 if i == 0 else 0)
+                self._measure(case, samples=0, warmup=1)
             except Exception as exc:
                 raise WorkerError(_kind_of(exc), f"{name}: {_describe(exc)}", name) from exc
-        if self.guard is not None:
-            self.guard.check()
+        self.check()
+
+    def measure(self, names, samples: int, warmup: int = 0) -> dict[str, list[float]]:
+        times = {}
+        for name in names:
+            case = self._case(name)
+            try:
+                times[name] = self._measure(case, samples=samples, warmup=warmup)
+            except Exception as exc:
+                raise WorkerError(_kind_of(exc), f"{name}: {_describe(exc)}", name) from exc
+        self.check()
         return times
 
     def _measure(self, case, samples: int, warmup: int) -> list[float]:
@@ -279,9 +223,9 @@ class Worker:
         return times
 
 
-def _origins(root: Path, module) -> dict:
-    """Where the provider, ``gemm`` and the harness came from, so the gate can check each."""
-    gemm = sys.modules.get(MEASURED_PACKAGE)
+def _origins(root: Path, module, package: str) -> dict:
+    """Where the provider, the measured package and the harness came from, for the gate to check."""
+    gemm = sys.modules.get(package)
     harness = {
         name: getattr(mod, "__file__", None)
         for name, mod in sorted(sys.modules.items())
@@ -295,12 +239,12 @@ def _origins(root: Path, module) -> dict:
     }
 
 
-def serve(root: Path, cases_from: str, channel, requests) -> int:
+def serve(root: Path, cases_from: str, channel, requests, package: str = MEASURED_PACKAGE) -> int:
     def send(message: dict) -> None:
         channel.write(json.dumps(message) + "\n")
         channel.flush()
 
-    finder = MeasuredPackageFinder(MEASURED_PACKAGE, root)
+    finder = MeasuredPackageFinder(package, root)
     try:
         import_cupy_first()
         module_name = cases_from.partition(":")[0]
@@ -310,7 +254,10 @@ def serve(root: Path, cases_from: str, channel, requests) -> int:
         guard = HarnessGuard(module_name)
         sys.meta_path.insert(0, finder)
         module, cases = load_provider(cases_from)
-        guard.check()
+        try:
+            guard.check()
+        except GuardError as exc:
+            raise WorkerError("case", str(exc)) from None
         device = None
         if any(_field(c, "timer") == "cuda" for c in cases.values()):
             device = _device_name()
@@ -322,7 +269,7 @@ def serve(root: Path, cases_from: str, channel, requests) -> int:
                     for n, c in cases.items()
                 ],
                 "device": device,
-                "origins": _origins(root, module),
+                "origins": _origins(root, module, package),
                 "python": sys.version.split()[0],
                 "pid": os.getpid(),
             }
@@ -342,13 +289,13 @@ def serve(root: Path, cases_from: str, channel, requests) -> int:
                 start = time.perf_counter()
                 worker.prepare(request["cases"], int(request.get("warmup", 2)))
                 send({"event": "ready", "seconds": time.perf_counter() - start})
+            elif op == "warm":
+                worker.warm(request["cases"])
+                send({"event": "warm"})
             elif op == "measure":
-                send(
-                    {
-                        "event": "round",
-                        "times": worker.measure(request["cases"], int(request["samples"])),
-                    }
-                )
+                cases, samples = request["cases"], int(request["samples"])
+                times = worker.measure(cases, samples, int(request.get("warmup", 0)))
+                send({"event": "round", "times": times})
             else:
                 raise WorkerError("protocol", f"unknown op {op!r}")
         return 0  # the gate closed stdin
@@ -381,11 +328,13 @@ def serve(root: Path, cases_from: str, channel, requests) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m gemmbench.gate_worker", description=__doc__.split("\n")[0]
+        prog="python -m gemmbench.gate.worker", description=__doc__.split("\n")[0]
     )
     parser.add_argument("--root", required=True, type=Path, help="the side's worktree")
     parser.add_argument("--cases-from", required=True, help="cases provider, module:function")
+    parser.add_argument("--package", default=MEASURED_PACKAGE, help="the package WORKTREE supplies")
     args = parser.parse_args(argv)
+    not_dumpable()  # before any measured code: the other side cannot ptrace this process
 
     # The protocol keeps the real stdout; fd 1 is pointed at stderr so that prints from the
     # measured code, including C extensions writing to fd 1, cannot interleave with messages.
@@ -393,7 +342,7 @@ def main(argv: list[str] | None = None) -> int:
     channel = os.fdopen(os.dup(1), "w", encoding="utf-8")
     os.dup2(2, 1)
     try:
-        return serve(args.root.resolve(), args.cases_from, channel, sys.stdin)
+        return serve(args.root.resolve(), args.cases_from, channel, sys.stdin, args.package)
     except KeyboardInterrupt:
         return exitcodes.INTERRUPTED
     finally:

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
-from . import config as harness_config
-from .gate_decision import (
+import contextlib
+import json
+import os
+import tempfile
+from pathlib import Path
+
+from .decision import (
     BROKEN,
     DRIFT,
     FASTER,
+    FORGED,
     INCONCLUSIVE,
     INFRA,
     INTERRUPTED,
@@ -19,6 +25,7 @@ from .gate_decision import (
     USAGE,
     Report,
 )
+from .names import TITLE
 
 _HEADLINES = {
     PASS: "✅ pass",
@@ -36,6 +43,7 @@ _VERDICT_CELLS = {
     DRIFT: "⚠️ drift",
     BROKEN: "❌ broken on head",
     NEW: "— new on head",
+    FORGED: "❌ refused on head",
 }
 
 
@@ -62,13 +70,17 @@ def short_sha(sha: str | None) -> str:
 
 def render_markdown(report: Report) -> str:
     meta = report.meta
-    title = harness_config.load().gate_title
-    lines = [f"### {title}: {_HEADLINES[report.status]}", ""]
+    lines = [f"### {TITLE}: {_HEADLINES[report.status]}", ""]
     if meta.get("head_sha"):
         where = f" on {meta['gpu']}" if meta.get("gpu") else ""
+        against = (
+            f"merge-base with {meta.get('base_rev')}"
+            if meta.get("merge_base", True)
+            else meta.get("base_rev")
+        )
         text = (
             f"Head `{short_sha(meta['head_sha'])}` ({meta.get('head_rev')}) against base "
-            f"`{short_sha(meta.get('base_sha'))}` (merge-base with {meta.get('base_rev')}){where}."
+            f"`{short_sha(meta.get('base_sha'))}` ({against}){where}."
         )
         gate = meta.get("gate")
         if gate:  # known once the workers have reported the GPU
@@ -150,3 +162,61 @@ def report_json(report: Report) -> dict:
         "benchmarks": benchmarks,
         "gpu_states": report.states,
     }
+
+
+def _read(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return None
+
+
+def _special(path: Path) -> bool:
+    """A path that exists but is no plain file (a terminal, a pipe): written through, unwatched."""
+    return path.exists() and not path.is_file()
+
+
+def _replace(path: Path, data: bytes) -> None:
+    """Write ``data`` to a new file beside ``path`` and rename it over ``path`` (atomic)."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        with contextlib.suppress(OSError):  # keep the old file's mode (a summary others append to)
+            os.chmod(tmp, path.stat().st_mode & 0o7777)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+class OutputFiles:
+    """The --json and --markdown files: what they held before the run, and one write after it.
+
+    Recorded before any measured code runs. The judge writes each file once, when the workers and
+    everything they left running are gone: the Markdown file gets its recorded text plus the
+    summary, so anything written into it during the run is dropped, and :meth:`tampered` names
+    the files that something other than the judge changed meanwhile.
+    """
+
+    def __init__(self, json_path: str | None, markdown_path: str | None) -> None:
+        self.json = Path(json_path) if json_path else None
+        self.markdown = Path(markdown_path) if markdown_path else None
+        self._before = {
+            p: _read(p) for p in (self.json, self.markdown) if p is not None and not _special(p)
+        }
+
+    def tampered(self) -> list[str]:
+        return [str(p) for p, data in self._before.items() if _read(p) != data]
+
+    def write(self, markdown: str, document: dict) -> None:
+        if self.markdown is not None:
+            if _special(self.markdown):
+                with open(self.markdown, "a", encoding="utf-8") as handle:
+                    handle.write(markdown)
+            else:
+                before = self._before[self.markdown] or b""
+                _replace(self.markdown, before + markdown.encode("utf-8"))
+        if self.json is not None:
+            _replace(self.json, (json.dumps(document, indent=1) + "\n").encode("utf-8"))

@@ -7,11 +7,12 @@ import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from . import exitcodes
-from . import thresholds as thresholds_mod
-from .machine import normalize_reason, suspect_reasons
-from .stats import mann_whitney_u
-from .timing import summarize
+from .. import exitcodes
+from .. import thresholds as thresholds_mod
+from ..machine import normalize_reason, suspect_problems
+from ..problems import ProblemKind
+from ..stats import mann_whitney_u
+from ..timing import summarize
 
 PASS, REGRESSION, USAGE, INCONCLUSIVE, INFRA, INTERRUPTED = (
     "pass",
@@ -32,7 +33,7 @@ EXIT_CODES = {
 }
 
 # Per-benchmark verdicts.
-SAME, SLOWER, FASTER, UNSTABLE, DRIFT, BROKEN, NEW = (
+SAME, SLOWER, FASTER, UNSTABLE, DRIFT, BROKEN, NEW, FORGED = (
     "same",
     "slower",
     "faster",
@@ -40,7 +41,10 @@ SAME, SLOWER, FASTER, UNSTABLE, DRIFT, BROKEN, NEW = (
     "drift",
     "broken on head",
     "new on head",
+    "refused on head",
 )
+# Verdicts that fail the gate whatever the machine did: head's code is at fault, not the clock.
+HEAD_AT_FAULT = (BROKEN, FORGED)
 
 
 @dataclass
@@ -171,12 +175,13 @@ def gpu_problems(states: Sequence[Mapping], max_clock_drop: float) -> tuple[list
     for s in states:
         if "unavailable" in s:
             continue
-        for problem in suspect_reasons(s, expected_processes=expected):
-            if problem.startswith("GPU busy"):
-                problem = (
+        for problem in suspect_problems(s, expected_processes=expected):
+            message = problem.message
+            if problem.kind is ProblemKind.BUSY:
+                message = (
                     f"another process started using the GPU ({expected} → {s['other_processes']})"
                 )
-            by_problem.setdefault(problem, []).append(s["round"])
+            by_problem.setdefault(message, []).append(s["round"])
     for problem, rounds in by_problem.items():
         problems.append(f"{problem} during round {', '.join(map(str, rounds))}")
     return problems, []
@@ -184,12 +189,16 @@ def gpu_problems(states: Sequence[Mapping], max_clock_drop: float) -> tuple[list
 
 @dataclass
 class Report:
+    """A gate run's outcome, its reasons and notes, every comparison, and what it ran on."""
+
     status: str
     reasons: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     comparisons: list[Comparison] = field(default_factory=list)
     states: list[dict] = field(default_factory=list)
     meta: dict = field(default_factory=dict)
+    # The thresholds in force for the run (after the GPU's table and overrides), when known.
+    config: object = field(default=None, repr=False, compare=False)
 
     @property
     def exit_code(self) -> int:
@@ -203,9 +212,12 @@ def decide(comparisons: Sequence[Comparison], machine: Sequence[str]) -> tuple[s
     canary drift or unstable canary makes the run inconclusive, since none of the timings can be
     trusted. Then any slower benchmark fails the gate, and any unstable one is inconclusive.
     """
-    broken = [c for c in comparisons if c.verdict == BROKEN]
+    broken = [c for c in comparisons if c.verdict in HEAD_AT_FAULT]
     if broken:
-        return REGRESSION, [f"{c.name} failed on head: {c.detail}" for c in broken]
+        return REGRESSION, [
+            f"{c.name} {'failed' if c.verdict == BROKEN else 'was refused'} on head: {c.detail}"
+            for c in broken
+        ]
     canaries = [c for c in comparisons if c.canary and c.verdict in (DRIFT, UNSTABLE)]
     untrusted = list(machine) + [f"canary {c.name}: {c.detail}" for c in canaries]
     if untrusted:

@@ -1,0 +1,102 @@
+"""The judge's own clock against what each side reports: a speed-up the clock does not show is refused.
+
+Every timed request is synchronous: the worker answers only after its launches have finished. So
+the time the judge sees for a request (wall time; for CPU-timed cases the worker's CPU time, which
+the kernel keeps and load on the machine does not inflate) is the reported times plus the
+harness's own cost around them (launch, L2 flush, spin, pipes): the same code on both sides. Measured
+code that under-reports its times, by whatever trick inside its own process, leaves the time it
+hid in that difference. A benchmark whose head requests hide more than the gate's tolerance of
+base's time, with base-like significance, is refused: the head fails.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from ..stats import mann_whitney_u
+from ..thresholds import GateSettings
+
+
+@dataclass(frozen=True)
+class Observation:
+    """One timed request: the seconds the worker reported in total, and the judge's own seconds."""
+
+    reported: float
+    wall: float
+
+    @property
+    def unexplained(self) -> float:
+        return self.wall - self.reported
+
+
+def hidden_time(
+    base: Sequence[Observation], head: Sequence[Observation], settings: GateSettings
+) -> str | None:
+    """Why head's reports cannot be believed for one benchmark, or None.
+
+    Refused when head's median unexplained wall time exceeds base's by more than ``tolerance`` ×
+    base's median reported time and a one-sided Mann-Whitney U test finds head's unexplained
+    times larger at ``alpha``: the same rule, at the same bar, as a slowdown.
+    """
+    if len(base) < 2 or len(head) < 2:
+        return None
+    base_u = [o.unexplained for o in base]
+    head_u = [o.unexplained for o in head]
+    reported = statistics.median(o.reported for o in base)
+    excess = statistics.median(head_u) - statistics.median(base_u)
+    if reported <= 0 or excess <= settings.tolerance * reported:
+        return None
+    p = mann_whitney_u(head_u, base_u, "greater").p
+    if p >= settings.alpha:
+        return None
+    return (
+        f"head's requests took {excess / reported:.1%} of base's time longer than head's "
+        f"reported times account for (p = {p:.2g}): a speed-up the judge's clock does not show"
+    )
+
+
+def refused(
+    observations: Mapping[str, Mapping[str, Sequence[Observation]]], settings: GateSettings
+) -> dict[str, str]:
+    """{benchmark: reason} for each benchmark whose head times the judge's clock contradicts;
+    ``observations`` is {side: {benchmark: [Observation per round]}}."""
+    found = {}
+    for name, head in observations.get("head", {}).items():
+        reason = hidden_time(observations.get("base", {}).get(name, ()), head, settings)
+        if reason:
+            found[name] = reason
+    return found
+
+
+def work_between_requests(
+    idle_cpu: Mapping[str, float | None], base_reported: float, settings: GateSettings
+) -> str | None:
+    """Why head's worker cannot be believed, from its CPU time between requests, or None.
+
+    An honest worker sleeps between requests. One that answers at once with made-up times and
+    does its work afterwards (while base is being measured) shows that work here: refused when
+    head's CPU seconds outside requests exceed base's by more than ``tolerance`` × base's reported
+    seconds, and by 20 ms at least (scheduling noise).
+    """
+    head, base = idle_cpu.get("head"), idle_cpu.get("base")
+    if head is None or base is None:
+        return None
+    excess = head - base
+    if excess <= max(settings.tolerance * base_reported, 0.02):
+        return None
+    return (
+        f"head's worker used {head:.3f} s of CPU between requests (base: {base:.3f} s), "
+        "work its answers do not account for"
+    )
+
+
+def summary(observations: Mapping[str, Mapping[str, Sequence[Observation]]]) -> dict:
+    """{benchmark: {side: median unexplained seconds}}, for the JSON record."""
+    out: dict[str, dict[str, float]] = {}
+    for side, per_case in observations.items():
+        for name, obs in per_case.items():
+            if obs:
+                out.setdefault(name, {})[side] = statistics.median(o.unexplained for o in obs)
+    return out

@@ -1,0 +1,339 @@
+"""The measured code's forgeries, run end to end on CPU with the gate's CPU double: each head
+carries a real 3× slowdown of `hash` and a `gemm/__init__.py` that tries to hide it, from inside
+the head's own worker, or by reaching the base side, the judge or the outputs. None may pass."""
+
+from __future__ import annotations
+
+import json
+import os
+import textwrap
+import time
+
+import pytest
+from test_gate_e2e import MEASURED, Repo, verdicts
+
+SLOWER = MEASURED.replace('"hash": 1500', '"hash": 4500')
+
+# Scale every reported time of a "round" message down by 3: the slowdown disappears from the
+# numbers while the work is still done.
+JSON_DUMPS = """
+import json as _json
+
+_real_dumps = _json.dumps
+
+
+def _dumps(obj, *args, **kwargs):
+    if isinstance(obj, dict) and obj.get("event") == "round":
+        obj = {**obj, "times": {n: [t / 3 for t in ts] for n, ts in obj["times"].items()}}
+    return _real_dumps(obj, *args, **kwargs)
+
+
+_json.dumps = _dumps
+"""
+
+# The worker reads the clock through its module global `time`; swap that global for a look-alike
+# whose process_time runs three times slower. The guard records functions, not modules.
+TIMER_GLOBAL = """
+import sys as _sys
+import time as _time
+import types as _types
+
+_fake = _types.SimpleNamespace(**{k: getattr(_time, k) for k in dir(_time) if not k.startswith("__")})
+_fake.process_time = lambda: _time.process_time() / 3
+_sys.modules["__main__"].time = _fake
+"""
+
+# Replace the code object of Worker._measure: the function object the guard compares is the same.
+CODE_SWAP = """
+import sys as _sys
+
+
+def _forged(self, case, samples, warmup):
+    launch = _field(case, "launch")
+    for _ in range(warmup):
+        launch()
+    out = []
+    for _ in range(samples):
+        start = time.process_time()
+        launch()
+        out.append((time.process_time() - start) / 3)
+    return out
+
+
+_sys.modules["__main__"].Worker._measure.__code__ = _forged.__code__
+"""
+
+# Shadow _measure on the Worker instance (the guard reads class dictionaries), from the first launch.
+INSTANCE_SHADOW = """
+_shadowed = []
+_real_work = work
+
+
+def work(n):
+    if not _shadowed:
+        import gc
+        import sys
+
+        _shadowed.append(True)
+        worker_class = sys.modules["__main__"].Worker
+        for obj in gc.get_objects():
+            if type(obj) is worker_class:
+                original = obj._measure
+                obj._measure = lambda case, samples, warmup, f=original: [
+                    t / 3 for t in f(case, samples, warmup)
+                ]
+    _real_work(n)
+"""
+
+# Find the protocol pipe in /proc/self/fd, put a pipe of our own in its place, and relay every
+# message to the real one with the times rewritten.
+FD_RELAY = """
+import fcntl as _fcntl
+import json as _json
+import os as _os
+import threading as _threading
+
+
+def _relay():
+    stderr = _os.readlink("/proc/self/fd/2")
+    for fd in range(3, 256):
+        try:
+            target = _os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        writable = _fcntl.fcntl(fd, _fcntl.F_GETFL) & _os.O_ACCMODE == _os.O_WRONLY
+        if target.startswith("pipe:") and target != stderr and writable:
+            break
+    else:
+        return
+    real = _os.dup(fd)
+    read_end, write_end = _os.pipe()
+    _os.dup2(write_end, fd)
+    _os.close(write_end)
+
+    def pump():
+        with _os.fdopen(read_end) as source, _os.fdopen(real, "w") as sink:
+            for line in source:
+                message = _json.loads(line)
+                if message.get("event") == "round":
+                    message["times"] = {
+                        n: [t / 3 for t in ts] for n, ts in message["times"].items()
+                    }
+                sink.write(_json.dumps(message) + "\\n")
+                sink.flush()
+
+    _threading.Thread(target=pump, daemon=True).start()
+
+
+_relay()
+"""
+
+# Patch the clock and rewrite the guard's own snapshot to match, so the guard sees no change.
+GUARD_SNAPSHOT = """
+import gc as _gc
+import time as _time
+
+_real_process_time = _time.process_time
+_time.process_time = lambda: _real_process_time() / 3
+for _obj in _gc.get_objects():
+    if type(_obj).__name__ == "HarnessGuard":
+        _obj._bindings["time.process_time"] = _time.process_time
+"""
+
+# Make base 3× slower by editing its sources (next to ours) before base reads them.
+BASE_SOURCE_EDIT = """
+from pathlib import Path as _Path
+
+_base = _Path(__file__).resolve().parents[2] / "base" / "gemm" / "__init__.py"
+_base.write_text(_base.read_text().replace('"hash": 1500', '"hash": 4500'))
+"""
+
+# Kill base's worker, so that the run ends as "infrastructure failure" rather than a regression.
+KILL_BASE = """
+import os as _os
+import signal as _signal
+
+for _pid in filter(str.isdigit, _os.listdir("/proc")):
+    try:
+        _cmd = open(f"/proc/{_pid}/cmdline", "rb").read().split(b"\\0")
+    except OSError:
+        continue
+    if b"gemmbench.gate.worker" in _cmd and _cmd[_cmd.index(b"--root") + 1].endswith(b"/base"):
+        _os.kill(int(_pid), _signal.SIGKILL)
+"""
+
+# Leave a daemon (double fork, own session) that writes "pass" into the outputs at once and
+# again once the gate has exited; it records its pid in DAEMON_PID.
+DAEMON = """
+import json as _json
+import os as _os
+import time as _time
+
+_judge = _os.getppid()
+if _os.fork() == 0:
+    _os.setsid()
+    if _os.fork() == 0:
+        with open({pid_file!r}, "w") as f:
+            f.write(str(_os.getpid()))
+
+        def _forge():
+            with open({json_file!r}, "w") as f:
+                _json.dump({{"status": "pass", "exit_code": 0, "benchmarks": []}}, f)
+            with open({md_file!r}, "w") as f:
+                f.write("### GEMM performance gate: pass\\n")
+
+        _forge()
+        while True:
+            try:
+                _os.kill(_judge, 0)
+            except OSError:
+                break
+            _time.sleep(0.05)
+        _time.sleep(0.2)
+        _forge()
+    _os._exit(0)
+"""
+
+
+@pytest.fixture
+def repo(tmp_path):
+    return Repo(tmp_path / "repo", tmp_path)
+
+
+def gate_on(repo: Repo, hostile: str) -> tuple[int, str, dict]:
+    """The gate on a head whose `gemm` is 3× slower at `hash` and runs ``hostile`` on import."""
+    base = repo.git("rev-parse", "HEAD")
+    head = repo.commit("slower, and hiding it", SLOWER + textwrap.dedent(hostile))
+    return repo.gate(base, head)
+
+
+@pytest.mark.parametrize(
+    "hostile",
+    [JSON_DUMPS, TIMER_GLOBAL, CODE_SWAP, INSTANCE_SHADOW, FD_RELAY, GUARD_SNAPSHOT],
+    ids=[
+        "json-dumps",
+        "timer-global",
+        "code-swap",
+        "instance-shadow",
+        "fd-relay",
+        "guard-snapshot",
+    ],
+)
+def test_in_process_forgery_is_refused(repo, hostile):
+    """Times forged inside head's worker claim no slowdown; the judge's own clock for each
+    request shows the time they hid, so `hash` is refused on head and the gate fails (exit 1)."""
+    code, output, result = gate_on(repo, hostile)
+    assert code == 1, output
+    assert result["status"] == "regression"
+    assert verdicts(result)["hash"] in ("refused on head", "broken on head", "slower"), output
+    assert verdicts(result)["hash"] == "refused on head", output  # the clock, not luck, caught it
+    assert "clock does not show" in result["reasons"][0]
+    repo.assert_clean()
+
+
+def test_forgery_would_pass_without_the_clock(repo):
+    """The same forged numbers are what the comparison sees: without the judge's clock the
+    regression would pass (the forgery works, so the test above proves the cross-check)."""
+    code, output, result = gate_on(repo, JSON_DUMPS)
+    (hash_,) = [b for b in result["benchmarks"] if b["name"] == "hash"]
+    assert abs(hash_["ratio"] - 1) < 0.25, output  # the reported times show no slowdown
+    clock = result["clock_check"]["hash"]
+    assert clock["head"] > clock["base"] + 0.5 * hash_["base_median_s"] * 5, output
+
+
+def test_base_source_edit_is_refused(repo):
+    """Head editing base's kernel sources finds base already read and compiled (base starts
+    first), and the judge sees the edit: the run is refused on head."""
+    code, output, result = gate_on(repo, BASE_SOURCE_EDIT)
+    assert code == 1, output
+    assert verdicts(result)["hash"] == "slower"  # base was measured as committed
+    assert verdicts(result)["(sources)"] == "refused on head"
+    repo.assert_clean()
+
+
+def test_killing_base_fails_head(repo):
+    """Head killing base's worker is head's fault (exit 1), not an infrastructure failure."""
+    code, output, result = gate_on(repo, KILL_BASE)
+    assert code == 1, output
+    assert result["status"] == "regression"
+    assert "could have done it" in result["reasons"][0]
+    repo.assert_clean()
+
+
+def test_leftover_daemon_cannot_rewrite_outputs(repo):
+    """A daemon head leaves behind (own session, double fork) is killed before the judge writes
+    the outputs; its writes during the run are thrown away and refuse the head."""
+    pid_file = repo.tmp / "daemon.pid"
+    hostile = DAEMON.format(
+        pid_file=str(pid_file),
+        json_file=str(repo.tmp / "gate.json"),
+        md_file=str(repo.tmp / "summary.md"),
+    )
+    code, output, result = gate_on(repo, hostile)
+    assert code == 1, output
+    time.sleep(1.0)  # what the daemon would do after the gate exits
+    final = json.loads((repo.tmp / "gate.json").read_text())
+    assert final["status"] == "regression" and final == result
+    summary = (repo.tmp / "summary.md").read_text()
+    assert "❌ regression" in summary and "gate: pass" not in summary
+    assert "(outputs)" in verdicts(final)
+    with pytest.raises(ProcessLookupError):
+        os.kill(int(pid_file.read_text()), 0)
+    repo.assert_clean()
+
+
+def test_judge_and_workers_can_be_made_not_dumpable():
+    """`not_dumpable` clears the dumpable flag (what keeps other processes of the same user from
+    ptrace and /proc/PID/fd); `adopt_orphans` makes the caller a subreaper. Run in a child, since
+    both flags are process-wide."""
+    import subprocess
+    import sys
+
+    code = (
+        "import ctypes; from gemmbench.gate import isolation\n"
+        "assert isolation.not_dumpable() and isolation.adopt_orphans()\n"
+        "libc = ctypes.CDLL(None); out = ctypes.c_int(-1)\n"
+        "assert libc.prctl(3, 0, 0, 0, 0) == 0\n"  # PR_GET_DUMPABLE
+        "assert libc.prctl(37, ctypes.byref(out), 0, 0, 0) == 0 and out.value == 1\n"  # subreaper
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+
+
+# Answer at once with made-up times, and do the real work afterwards in a thread, while the gate
+# waits on base: the answer is as quick as its claim, so only the CPU between requests shows it.
+EARLY_REPLY = """
+_shadowed = []
+_real_work = work
+
+
+def work(n):
+    if not _shadowed:
+        import gc
+        import sys
+        import threading
+
+        _shadowed.append(True)
+        worker_class = sys.modules["__main__"].Worker
+        for obj in gc.get_objects():
+            if type(obj) is worker_class:
+                real = obj.measure
+
+                def measure(names, samples, warmup=0, real=real):
+                    threading.Thread(target=real, args=(names, samples, warmup)).start()
+                    return {name: [2e-4] * samples for name in names}
+
+                obj.measure = measure
+    _real_work(n)
+"""
+
+
+def test_early_reply_is_refused(repo):
+    """A head that answers before it works, then works between requests, is refused: the gate
+    reads each worker's CPU time between requests (an honest worker sleeps there)."""
+    code, output, result = gate_on(repo, EARLY_REPLY)
+    assert code == 1, output
+    assert verdicts(result)["(between requests)"] == "refused on head"
+    idle = result["cpu_between_requests_s"]
+    assert idle["head"] > idle["base"] + 0.02, output
+    repo.assert_clean()
