@@ -300,6 +300,7 @@ def start_measuring(repo, command: list[str], gates: int = 1) -> subprocess.Pope
 # What a pull request could write to judge itself: every module of the gate rewritten to pass.
 ALWAYS_PASS = {
     "gemmbench/gate.py": "def main(argv=None):\n    return 0\n",
+    "gemmbench/gate/__init__.py": "def main(argv=None):\n    return 0\n",
     "gemmbench/gate_decision.py": (
         "def compare(name, base, head, settings, **kw):\n    raise SystemExit(0)\n"
         "def decide(comparisons, machine):\n    return 'pass', []\n"

@@ -37,6 +37,10 @@ SET_BY_SHELL = {"PWD", "SHLVL", "OLDPWD", "_", "PYTHONDONTWRITEBYTECODE", "PYTHO
 
 # The judge's scripts/_env.sh in these repositories: the interpreter gate.sh was given, as the
 # real one does with GEMM_PYTHON, without installing anything into the test's interpreter.
+CONFIG = (
+    '[tool.gemmbench]\npackage = "gemm"\nprovider = "benchcases:cases"\n'
+    'thresholds = "thresholds.toml"\n[tool.gemmbench.shapes]\nsuite = ["64"]\n'
+)
 ENV_SH = 'PY=$GEMM_PYTHON\nexport PY\n[ -n "$PY" ] || { echo "no --python" >&2; exit 2; }\n'
 
 
@@ -69,8 +73,8 @@ class Poison:
         self.hook = self.script(
             self.dir / "post-checkout",
             f"echo post-checkout >> {mark!r}\n"
-            "[ -f gemmbench/gate.py ] && printf 'def main(argv=None):\\n    return 0\\n' "
-            "> gemmbench/gate.py\nexit 0\n",
+            "[ -f gemmbench/gate/__init__.py ] && printf 'def main(argv=None):\\n    return 0\\n' "
+            "> gemmbench/gate/__init__.py\nexit 0\n",
         )
         self.fsmonitor = self.script(self.dir / "fsmonitor", f"echo fsmonitor >> {mark!r}\n")
         # A git that runs the real one with the hook above switched on.
@@ -204,10 +208,12 @@ def test_step_chain_attacks_still_fail(tmp_path, traps):
     set, then all of them: exit 1, verdict "regression", and no trap ran."""
     poison = Poison(tmp_path)
     harness = {
-        f"gemmbench/{path.name}": path.read_text() for path in (ROOT / "gemmbench").glob("*.py")
+        str(path.relative_to(ROOT)): path.read_text() for path in (ROOT / "gemmbench").rglob("*.py")
     }
     base_files = {
         **harness,
+        # The judge's own configuration: the CPU double of `gemm`, measured through benchcases.
+        "pyproject.toml": CONFIG,
         "scripts/_env.sh": ENV_SH,
         "benchcases.py": PROVIDER,
         "thresholds.toml": THRESHOLDS,

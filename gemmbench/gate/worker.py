@@ -43,7 +43,7 @@ import traceback
 from collections.abc import Mapping
 from pathlib import Path
 
-from .. import exitcodes, measure
+from .. import exitcodes, machine, measure
 from ..cases import TIMERS
 from .guard import GuardError, HarnessGuard, MeasuredPackageFinder
 from .isolation import not_dumpable
@@ -126,7 +126,8 @@ def _device_name() -> str:
 
         props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
     except Exception as exc:
-        raise WorkerError("cuda", f"no usable CUDA device: {_describe(exc)}") from exc
+        # In true words: CUDA reports a driver that is not there at all as "insufficient".
+        raise WorkerError("cuda", machine.cuda_unusable(exc)) from exc
     name = props["name"]
     return name.decode() if isinstance(name, bytes) else str(name)
 
