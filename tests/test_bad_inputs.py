@@ -209,35 +209,34 @@ def shown(argv: str) -> str:
 
 
 def render(observed: dict[str, Observed]) -> str:
-    """docs/bad-inputs.md for these observations: one table per exit status, in CASES order."""
+    """docs/bad-inputs.md for these observations: a list per exit status, in CASES order."""
 
-    def cell(text: str) -> str:
-        return text.strip().replace("|", "\\|").replace("\n", "<br>")
+    def text(line: str) -> str:  # `<cwd>` and the like shown, not taken for HTML
+        return line.strip().replace("<", "&lt;").replace(">", "&gt;")
 
-    tables: dict[int, list[str]] = {}
+    sections: dict[int, list[str]] = {}
     for case in CASES:
         seen = observed.get(case.id)
         if seen is None:  # a GPU case on a machine without one: what the case expects
             exit_status, message = case.exit, f"(expected; needs a GPU) … {case.message} …"
         else:
             exit_status, message = seen.exit, (seen.stderr.strip().splitlines() or [""])[0]
-        row = f"| `{case.id}` | `{cell(shown(case.argv))}` | {cell(message)} |"
-        tables.setdefault(exit_status, []).append(row)
-    sections = [
-        f"## Exit {status}\n\n| case | command | stderr (first line) |\n|---|---|---|\n"
-        + "\n".join(rows)
-        + "\n"
-        for status, rows in sorted(tables.items(), key=lambda item: (item[0] != 2, item[0]))
-    ]
+        item = f"- `{case.id}`: `{shown(case.argv)}`\\\n  {text(message)}"
+        sections.setdefault(exit_status, []).append(item)
     return (
         "# Bad inputs and what they print\n\n"
-        "Each row is a case of `tests/test_bad_inputs.py`, run in a scratch folder with a fresh\n"
-        "`HOME`. The test asserts the exit status, one stderr line (for `check-results`, one per\n"
-        "problem and a summary) and no traceback. `gemmbench` is `python -m gemmbench`; `<cwd>`\n"
-        "is the scratch folder; `<variants>` the registered variants. Exit 2 is a usage or setup\n"
-        "error; exit 1 is `check-results` finding files asv would skip or misread, or `gemm.matmul`\n"
-        "raising before any GPU work (its snippet prints the exception). Regenerate with\n"
-        "`python tests/test_bad_inputs.py`.\n\n" + "\n".join(sections)
+        "Each item is a case of `tests/test_bad_inputs.py`: its name, its command, and the first\n"
+        "line it printed on stderr. Each runs in a scratch folder with a fresh `HOME`; the test\n"
+        "asserts the exit status, one stderr line (for `check-results`, one per problem and a\n"
+        "summary) and no traceback. `gemmbench` is `python -m gemmbench`; `<cwd>` is the scratch\n"
+        "folder; `<variants>` the registered variants. Exit 2 is a usage or setup error; exit 1 is\n"
+        "`check-results` finding files asv would skip or misread, or `gemm.matmul` raising before\n"
+        "any GPU work (its snippet prints the exception). Regenerate with\n"
+        "`python tests/test_bad_inputs.py`.\n"
+        + "".join(
+            f"\n## Exit {status}\n\n" + "\n".join(items) + "\n"
+            for status, items in sorted(sections.items(), key=lambda s: (s[0] != 2, s[0]))
+        )
     )
 
 
