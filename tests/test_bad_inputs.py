@@ -225,14 +225,13 @@ def render(observed: dict[str, Observed]) -> str:
         sections.setdefault(exit_status, []).append(item)
     return (
         "# Bad inputs and what they print\n\n"
-        "Each item is a case of `tests/test_bad_inputs.py`: its name, its command, and the first\n"
-        "line it printed on stderr. Each runs in a scratch folder with a fresh `HOME`; the test\n"
-        "asserts the exit status, one stderr line (for `check-results`, one per problem and a\n"
-        "summary) and no traceback. `gemmbench` is `python -m gemmbench`; `<cwd>` is the scratch\n"
-        "folder; `<variants>` the registered variants. Exit 2 is a usage or setup error; exit 1 is\n"
-        "`check-results` finding files asv would skip or misread, or `gemm.matmul` raising before\n"
-        "any GPU work (its snippet prints the exception). Regenerate with\n"
-        "`python tests/test_bad_inputs.py`.\n"
+        "Each case of `tests/test_bad_inputs.py` with its command and the first stderr line it\n"
+        "printed, run with a fresh `HOME` in a git repository holding this project's\n"
+        "`asv.conf.json` or in a scratch folder outside any (either shown as `<cwd>`). The test asserts\n"
+        "the exit status, one stderr line (`check-results`: one per problem, then a summary) and\n"
+        "no traceback. `gemmbench` is `python -m gemmbench`; `<variants>` the registered variants.\n"
+        "Exit 1 is `check-results` finding files asv would skip or misread, or `gemm.matmul`\n"
+        "raising before any GPU work. Regenerate with `python tests/test_bad_inputs.py`.\n"
         + "".join(
             f"\n## Exit {status}\n\n" + "\n".join(items) + "\n"
             for status, items in sorted(sections.items(), key=lambda s: (s[0] != 2, s[0]))
