@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -198,35 +199,43 @@ def observe_all(root: Path) -> dict[str, Observed]:
     return {c.id: run_case(c, root, project) for c in CASES if not (c.gpu and no_gpu)}
 
 
+def shown(argv: str) -> str:
+    """A case's command as the table shows it: `gemmbench` for `python -m gemmbench` (the same
+    program, installed as a command), and a `gemm.matmul` snippet as the call it makes."""
+    if argv.startswith("python -m gemmbench"):
+        return "gemmbench" + argv.removeprefix("python -m gemmbench")
+    call = re.search(r"gemm\.matmul\(.*?\)(?=\n)", argv)
+    return call[0] if call else argv
+
+
 def render(observed: dict[str, Observed]) -> str:
-    """docs/bad-inputs.md for these observations."""
+    """docs/bad-inputs.md for these observations: a list per exit status, in CASES order."""
 
-    def cell(text: str) -> str:
-        return text.strip().replace("|", "\\|").replace("\n", "<br>")
+    def text(line: str) -> str:  # `<cwd>` and the like shown, not taken for HTML
+        return line.strip().replace("<", "&lt;").replace(">", "&gt;")
 
-    rows = []
+    sections: dict[int, list[str]] = {}
     for case in CASES:
         seen = observed.get(case.id)
         if seen is None:  # a GPU case on a machine without one: what the case expects
-            exit_status, message = f"{case.exit} (expected; needs a GPU)", f"… {case.message} …"
+            exit_status, message = case.exit, f"(expected; needs a GPU) … {case.message} …"
         else:
-            exit_status, message = str(seen.exit), seen.stderr
-        rows.append(f"| `{case.id}` | `{cell(case.argv)}` | {exit_status} | {cell(message)} |")
+            exit_status, message = seen.exit, (seen.stderr.strip().splitlines() or [""])[0]
+        item = f"- `{case.id}`: `{shown(case.argv)}`\\\n  {text(message)}"
+        sections.setdefault(exit_status, []).append(item)
     return (
         "# Bad inputs and what they print\n\n"
-        "Each row is a case of `tests/test_bad_inputs.py`, run as a subprocess in a scratch folder\n"
-        "(`project`: a git repository with this project's `asv.conf.json`; otherwise a folder in\n"
-        "no repository) with a fresh `HOME`. The test asserts the exit status, the number of\n"
-        "stderr lines (one; for `check-results`, one per problem and a summary) and that no\n"
-        "traceback is printed. The message column is stderr as observed, with the scratch folder\n"
-        "written `<cwd>`. Regenerate this file with `python tests/test_bad_inputs.py`; a test\n"
-        "fails when it differs from what the cases print.\n\n"
-        "Exit statuses: 2 a usage or setup error; 1 `check-results` found files asv would skip\n"
-        "or misread. `matmul-*` rows call the API, `gemm.matmul`, which raises before any GPU\n"
-        "work; their snippet prints the exception as one line and exits 1. `<variants>` stands\n"
-        "for the registered variants, listed in that order.\n\n"
-        "| case | command | exit | stderr |\n"
-        "|---|---|---|---|\n" + "\n".join(rows) + "\n"
+        "Each case of `tests/test_bad_inputs.py` with its command and the first stderr line it\n"
+        "printed, run with a fresh `HOME` in a git repository holding this project's\n"
+        "`asv.conf.json` or in a scratch folder outside any (either shown as `<cwd>`). The test asserts\n"
+        "the exit status, one stderr line (`check-results`: one per problem, then a summary) and\n"
+        "no traceback. `gemmbench` is `python -m gemmbench`; `<variants>` the registered variants.\n"
+        "Exit 1 is `check-results` finding files asv would skip or misread, or `gemm.matmul`\n"
+        "raising before any GPU work. Regenerate with `python tests/test_bad_inputs.py`.\n"
+        + "".join(
+            f"\n## Exit {status}\n\n" + "\n".join(items) + "\n"
+            for status, items in sorted(sections.items(), key=lambda s: (s[0] != 2, s[0]))
+        )
     )
 
 
