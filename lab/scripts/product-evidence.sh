@@ -40,10 +40,13 @@ gate() { # LABEL REPO HEAD [gate options...]: one recorded gate run against bran
         --json "$work/gate.json" "$@" >"$work/gate.log" 2>&1 || rc=$?
     { echo "##### $label: exit $rc, $((SECONDS - t0)) s"; cat "$work/gate.log"; } >>"$out/gates.log"
     local line
-    line=$("$PY" -c 'import json, sys
+    line=$("$PY" - "$work/gate.json" <<'EOF' 2>/dev/null || echo "no gate.json"
+import json, sys
 r = json.load(open(sys.argv[1]))
-parts = [f"{b[\"name\"]} {b[\"ratio\"]:.4f} {b[\"verdict\"]}" for b in r["benchmarks"] if b.get("ratio")]
-print(r["status"] + "; " + ", ".join(parts) + f"; wall {r.get(\"wall_s\", 0):.1f} s")' "$work/gate.json" 2>/dev/null || echo "no gate.json")
+parts = [f"{b['name']} {b['ratio']:.4f} {b['verdict']}" for b in r["benchmarks"] if b.get("ratio")]
+print(r["status"] + "; " + ", ".join(parts) + f"; wall {r.get('wall_s') or 0:.1f} s")
+EOF
+)
     note "gate $label: exit $rc; $line"
     return 0
 }
