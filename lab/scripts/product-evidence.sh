@@ -118,7 +118,7 @@ for phase in "${phases[@]}"; do
         ;;
     history)
         t0=$SECONDS
-        hist=$work/hist; snapshot_repo "$hist" product-evidence >/dev/null
+        hist=$work/hist; snapshot_repo "$hist" product-evidence >/dev/null; git -C "$hist" branch -m base main  # asv.conf.json measures main
         (cd "$hist" && echo "<!-- a comment -->" >>README.md && git -c user.name=p -c user.email=p@localhost commit -qam "comment only" &&
             "$PY" -m gemmbench machine --name h200-evidence &&
             "$PY" -m gemmbench history HEAD~1..HEAD --machine h200-evidence --bench 'time_gemm') >"$out/history.txt" 2>&1
