@@ -11,6 +11,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 
+def machine_file_path() -> Path:
+    """asv's machine file, ~/.asv-machine.json, where every asv run looks up its machine."""
+    return Path(os.path.expanduser("~/.asv-machine.json"))
+
+
 def run_asv(args: Sequence[str], env: dict[str, str], cwd: Path) -> int:
     """Run asv in its own process group so an interrupt stops it too, and wait for it."""
     process = subprocess.Popen(

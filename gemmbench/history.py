@@ -35,9 +35,7 @@ EXIT_FAILED, EXIT_SETUP, EXIT_MISMATCH, EXIT_NO_GPU, EXIT_INTERRUPTED = (
 
 
 def machine_record(machine: str) -> dict | None:
-    from gemmbench.machine_record import machine_file_path
-
-    path = machine_file_path()
+    path = asv_process.machine_file_path()
     try:
         entry = json.loads(path.read_text()).get(machine)
     except (OSError, ValueError):

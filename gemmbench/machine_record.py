@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import sys
 from collections.abc import Mapping
 from pathlib import Path
 
 from . import exitcodes, machine
+from .asv_process import machine_file_path
 from .cli import OneLineErrorParser, bad_machine_name
 
 # Exit statuses (gemmbench/exitcodes.py, docs/exit-codes.md): no usable GPU or driver is an
@@ -145,10 +145,6 @@ def check_gpu_uuids(recorded: Mapping[str, str] | None, current: Mapping[str, st
     return gpu_differences(
         parse_gpu_list(recorded["gpu_uuids"]), parse_gpu_list(current.get("gpu_uuids", ""))
     )
-
-
-def machine_file_path() -> Path:
-    return Path(os.path.expanduser("~/.asv-machine.json"))
 
 
 def load_recorded(

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from gemmbench.asv_process import run_asv, run_asv_together
+from gemmbench.asv_process import machine_file_path, run_asv, run_asv_together
 from gemmbench.history_install import log
 
 # The rule (docs/benchmarks.md, "Several GPUs"): a series is one line of the dashboard, i.e. one
@@ -279,8 +279,6 @@ def run_sharded(
     homes = home_gpus(series, opts.gpus, pinned=load_homes(results_dir, opts.machine))
     save_homes(results_dir, opts.machine, {**load_homes(results_dir, opts.machine), **homes})
     with tempfile.TemporaryDirectory(prefix="gemmbench-shards-") as scratch:
-        from gemmbench.machine_record import machine_file_path
-
         runs, folders, shares, machine_files = [], [], [], []
         for index, uuid in enumerate(opts.gpus):
             share = sorted(s for s, home in homes.items() if home == uuid)

@@ -1,10 +1,9 @@
 """Load and check thresholds.toml: the speed-up floors and the gate's settings, per-GPU overrides.
 
-Every key is checked and the error names the key, so a typo cannot quietly fall back to some
-default in the code. This module holds no numbers of its own. The file is the one
-``[tool.gemmbench] thresholds`` names. Gate keys that may be left out: ``cases`` (default: every
-registered variant at every gate shape; patterns such as "*-4096" match the registry's case
-names, in ``canary`` too) and ``tolerances`` (per-benchmark tolerances; default none).
+Every key is checked and the error names it, so a typo cannot fall back to a default in the
+code; this module holds no numbers of its own. The file is the one ``[tool.gemmbench] thresholds``
+names. Optional gate keys: ``cases`` (default: every registered variant at every gate shape;
+patterns such as "*-4096" match case names, in ``canary`` too) and ``tolerances`` (per benchmark).
 """
 
 from __future__ import annotations

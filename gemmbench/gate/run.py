@@ -341,14 +341,9 @@ class GateRun:
         for name in self.names:
             base = [statistics.median(s) for s in self.samples["base"][name]]
             head = [statistics.median(s) for s in self.samples["head"][name]]
-            c = compare(
-                name,
-                base,
-                head,
-                gate.for_case(name),  # a benchmark's own tolerance, else the default
-                canary=name in self.canaries,
-                flops=self.flops.get(name),
-            )
+            # gate.for_case: a benchmark's own tolerance, else the default.
+            settings, canary = gate.for_case(name), name in self.canaries
+            c = compare(name, base, head, settings, canary=canary, flops=self.flops.get(name))
             c.base_samples, c.head_samples = self.samples["base"][name], self.samples["head"][name]
             if name in self.refusals:
                 c.verdict, c.detail = FORGED, self.refusals[name]

@@ -8,24 +8,18 @@ built from scratch, and when it exits (after its one job) stop every process of 
 remove its SysV IPC objects and keyrings, delete its files in the shared folders and the whole job
 area (ops/runner/wipe.py), and deregister the runner.
 
-What the job user can and cannot touch (docs/trust-boundary.md has the attacks this stops):
-- the pristine runner install, the pre-job hook, the GitHub token and this script belong to root;
-  the per-job runner copy is hard-linked from the install, so its programs stay root's and read-only;
-- the copy's folder is root's, group-writable for the job user and sticky, so the runner can write
-  its own files (.runner, .credentials, _diag) but the job cannot edit, replace or remove the .env
-  that names the hook;
-- the GitHub token that can register runners is read by root only; the runner gets a one-job
-  config through ACTIONS_RUNNER_INPUT_JITCONFIG (not argv, which `ps` shows to every user);
-- HOME, the work folder, the tool cache and TMPDIR are new and empty for every job;
-- the runner starts inside the cgroup v2 `<cgroup root>/job`, killed whole after the job (no pid
-  race), and in a session keyring of its own; a wipe that fails takes the host out of rotation.
+What the job user cannot touch (docs/trust-boundary.md has the attacks this stops): the runner
+install, the pre-job hook, the GitHub token and this script (root's; the per-job copy is
+hard-linked, so its programs stay root's and read-only); the .env that names the hook (the copy's
+folder is root's, group-writable and sticky); the token that registers runners (the runner gets a
+one-job config through ACTIONS_RUNNER_INPUT_JITCONFIG, never argv). HOME, work folder, tool cache
+and TMPDIR are new for every job; the runner runs in the cgroup v2 `<cgroup root>/job`, killed
+whole after the job, and in a session keyring of its own.
 
-Settings come from flags or from GEMM_RUNNER_* variables (the systemd unit's EnvironmentFile),
-read and checked by ops/runner/runner_settings.py;
-ops/runner/gemm-runner@.service and ops/README.md show the installation. Exit codes (this script's
-own, not gemmbench's): 0 when stopped or after --jobs jobs, 1 when GitHub keeps refusing or
-failing, 2 for bad settings, 3 out of rotation (a wipe failed; the unit does not restart on 3).
-Needs Python 3.9+, util-linux's setpriv and ipcrm, and cgroup v2; no third-party packages.
+Settings: flags or GEMM_RUNNER_* variables (the unit's EnvironmentFile), checked by
+ops/runner/runner_settings.py; ops/README.md installs it. Exit codes (this script's own): 0 stopped
+or after --jobs jobs, 1 GitHub keeps refusing, 2 bad settings, 3 out of rotation (a wipe failed;
+the unit does not restart on 3). Needs Python 3.9+, setpriv, ipcrm and cgroup v2; nothing else.
 """
 
 from __future__ import annotations

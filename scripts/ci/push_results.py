@@ -3,25 +3,18 @@
     python scripts/ci/push_results.py --downloads DIR --repo RESULTS_CHECKOUT --runners JSON \
         --sha COMMIT [--python PY]
 
-DIR is what download-artifact wrote for `pattern: asv-results-*`: one folder per artifact,
-asv-results-<machine>/, and the push job's own asv-results-~anchor/, which makes the pattern
-match at least two artifacts (a single match would be unpacked with no folder) and is ignored.
-The workflow names each artifact after the matrix job that uploads it, so that name, never what
-the artifact holds, says whose results they are: asv-results-<machine>/ may hold only <machine>/
-(regular files named *.json, the *-run-log.jsonl sidecars that history writes, and
-gpu-homes.tsv) and benchmarks.json, for a machine named in the runner list JSON. Files unpacked
-straight into DIR carry no artifact name; they are taken only when the runner list names one
-machine, which then is the only job that can have uploaded them.
-
-Anything else (a dotfile such as .git/config, a symlink, a name that leaves DIR or is not a whole
-result file name, another machine's folder, an oversize file, too many files) refuses the whole
-push with one line, exit 1. Every file is validated before it is committed: result files, run
-logs and machine.json by `python -m gemmbench check-results`, gpu-homes.tsv and benchmarks.json
-by artifact_checks.py. benchmarks.json comes from the first listed machine that uploaded one.
-
-Git runs with repository hooks and fsmonitor switched off, and the token from $GH_TOKEN is
-given to `git fetch` and `git push` alone, through the environment (never argv or disk).
-Writes pushed=true|false to $GITHUB_OUTPUT: true when the branch holds these results.
+DIR is what download-artifact wrote for `pattern: asv-results-*`: a folder per artifact,
+asv-results-<machine>/, and the push job's own asv-results-~anchor/ (ignored; it makes the
+pattern match twice, since a single match is unpacked with no folder). The artifact's name, which
+the workflow binds to the uploading matrix job, says whose results they are: asv-results-<machine>/
+may hold only <machine>/ (*.json, *-run-log.jsonl sidecars, gpu-homes.tsv) and benchmarks.json,
+for a machine in the runner list. Files straight in DIR are taken only when one machine is listed.
+Anything else (a dotfile, a symlink, a name that leaves DIR or is not a whole result file name,
+another machine's folder, an oversize file, too many files) refuses the whole push with one line,
+exit 1. Every file is validated first: results, run logs and machine.json by `gemmbench
+check-results`, gpu-homes.tsv and benchmarks.json (the first listed machine's) by artifact_checks.py.
+Git runs with hooks and fsmonitor off; $GH_TOKEN reaches `git fetch` and `git push` alone, through
+the environment. Writes pushed=true|false to $GITHUB_OUTPUT (true when the branch holds these).
 """
 
 from __future__ import annotations
@@ -368,9 +361,7 @@ def output(**values: str) -> None:
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python scripts/ci/push_results.py")
     parser.add_argument("--downloads", type=Path, required=True)
-    parser.add_argument(
-        "--repo", type=Path, required=True, help="checkout of the asv-results branch"
-    )
+    parser.add_argument("--repo", type=Path, required=True, help="asv-results branch checkout")
     parser.add_argument("--runners", required=True, help="the history runner list, as JSON")
     parser.add_argument("--sha", required=True, help="the commit whose history this is")
     parser.add_argument("--python", default=sys.executable, help="interpreter for check-results")
@@ -400,9 +391,8 @@ def main(argv: list[str]) -> int:
         output(pushed="false")
         return 1
     except OSError as exc:
-        print(
-            f"::error title=Results refused::{exc.filename or ''}: {exc.strerror}; nothing pushed"
-        )
+        where = exc.filename or ""
+        print(f"::error title=Results refused::{where}: {exc.strerror}; nothing pushed")
         output(pushed="false")
         return 1
     output(pushed="true", machines=",".join(sorted(files)))
