@@ -263,7 +263,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parse_args(sys.argv[1:] if argv is None else list(argv))
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else exitcodes.USAGE
-    path = Path(args.thresholds) if args.thresholds else thresholds_mod.DEFAULT_PATH
+    path = Path(args.thresholds) if args.thresholds else thresholds_mod.default_path()
     reports: list[gate_api.Report] = []
     try:
         config = thresholds_mod.load(path)

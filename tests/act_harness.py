@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gitrepo import git
+from gitrepo import git, tracked_files
 
 ROOT = Path(__file__).resolve().parents[1]
 DOUBLES = ROOT / "tests" / "act" / "actions"
@@ -47,26 +47,6 @@ def pinned_actions() -> dict[str, str]:
     for path in sorted((ROOT / ".github" / "workflows").glob("*.yml")):
         for pinned, name in USES.findall(path.read_text()):
             found[pinned] = str(DOUBLES / name)
-    return found
-
-
-SKIP_DIRS = {".git", ".venv", ".whl", ".asv", "__pycache__", ".pytest_cache", ".ruff_cache"}
-
-
-def tracked_files(source: Path) -> list[str]:
-    """The working tree as CI would see it: tracked and untracked-but-not-ignored files (every
-    file but build and cache folders where SOURCE is no git repository, e.g. a copied tree)."""
-    proc = subprocess.run(
-        ["git", "-C", str(source), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-        capture_output=True,
-    )
-    if proc.returncode == 0:
-        names = proc.stdout.decode().split("\0")
-        return [name for name in names if name and (source / name).is_file()]
-    found = []
-    for folder, dirs, files in os.walk(source):
-        dirs[:] = [d for d in dirs if d not in SKIP_DIRS and not d.endswith(".egg-info")]
-        found += [str(Path(folder, f).relative_to(source)) for f in files]
     return found
 
 

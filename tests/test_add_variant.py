@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from gitrepo import git
+from gitrepo import copy_tree, git
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 GUIDE = REPO_ROOT / "docs" / "add-a-variant.md"
@@ -30,26 +30,7 @@ def fenced(text: str, language: str) -> list[str]:
 
 def copy_repository(target: Path) -> Path:
     """The working tree's source files (tracked or new, not ignored) as a fresh one-commit repo."""
-    names = subprocess.run(
-        [
-            "git",
-            "-C",
-            str(REPO_ROOT),
-            "ls-files",
-            "-z",
-            "--cached",
-            "--others",
-            "--exclude-standard",
-        ],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.split("\0")
-    for name in filter(None, names):
-        source = REPO_ROOT / name
-        if source.is_file() and not name.startswith("lab/"):
-            (target / name).parent.mkdir(parents=True, exist_ok=True)
-            (target / name).write_bytes(source.read_bytes())
+    copy_tree(REPO_ROOT, target, skip=lambda name: name.startswith("lab/"))
     git(target, "init", "-q")
     git(target, "add", "-A")
     git(target, "commit", "-qm", "copy")

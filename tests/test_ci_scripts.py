@@ -161,17 +161,25 @@ sys.exit(%d)
 """
 
 
+def stand_in_harness(path: Path, main: str) -> Path:
+    """A repository at PATH whose harness is a stand-in (the real gate needs a GPU): its
+    scripts/_env.sh takes the interpreter gate.sh was given, and `python -m gemmbench` runs MAIN.
+    Nothing is committed yet."""
+    (path / "gemmbench").mkdir(parents=True)
+    (path / "scripts").mkdir()
+    git(path, "init", "-q", "-b", "main")
+    (path / "scripts" / "_env.sh").write_text("PY=$GEMM_PYTHON\nexport PY\n")
+    (path / "gemmbench" / "__init__.py").write_text("")
+    (path / "gemmbench" / "__main__.py").write_text(main)
+    return path
+
+
 def test_gate_runs_the_base_harness(tmp_path):
     """gate.sh runs the merge-base's harness and thresholds: a head whose gemmbench always
     passes and whose thresholds are loosened is still judged by the base's (here: exit 1)."""
     path = tmp_path / "repo"
-    (path / "gemmbench").mkdir(parents=True)
-    (path / "scripts").mkdir()
-    git(path, "init", "-q", "-b", "main")
-    # A stand-in harness: the real gate needs a GPU; this one records who ran it and how.
-    (path / "scripts" / "_env.sh").write_text("PY=$GEMM_PYTHON\nexport PY\n")
-    (path / "gemmbench" / "__init__.py").write_text("")
-    (path / "gemmbench" / "__main__.py").write_text(HARNESS % (str(path), "base", 1))
+    # This stand-in records who ran it and how.
+    stand_in_harness(path, HARNESS % (str(path), "base", 1))
     (path / "thresholds.toml").write_text("# base\n")
     git(path, "add", ".")
     git(path, "commit", "-q", "-m", "base")
@@ -221,13 +229,7 @@ sys.exit(code)
 def test_gate_reruns_an_inconclusive_gate_once(tmp_path, codes, final, runs):
     """An inconclusive gate (exit 3) is run once more, with its reason as a notice, and the second
     verdict counts; any other verdict stands after one run."""
-    path = tmp_path / "repo"
-    (path / "gemmbench").mkdir(parents=True)
-    (path / "scripts").mkdir()
-    git(path, "init", "-q", "-b", "main")
-    (path / "scripts" / "_env.sh").write_text("PY=$GEMM_PYTHON\nexport PY\n")
-    (path / "gemmbench" / "__init__.py").write_text("")
-    (path / "gemmbench" / "__main__.py").write_text(FLAKY % (str(tmp_path), list(codes)))
+    path = stand_in_harness(tmp_path / "repo", FLAKY % (str(tmp_path), list(codes)))
     git(path, "add", ".")
     git(path, "commit", "-q", "-m", "base")
     git(path, "commit", "-q", "--allow-empty", "-m", "head")

@@ -10,6 +10,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from gitrepo import copy_tree
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -34,26 +35,7 @@ def built(tmp_path_factory):
     if reason:
         pytest.skip(reason)
     source = tmp_path_factory.mktemp("source")
-    tracked = subprocess.run(
-        [
-            "git",
-            "-C",
-            str(REPO_ROOT),
-            "ls-files",
-            "-z",
-            "--cached",
-            "--others",
-            "--exclude-standard",
-        ],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.split("\0")
-    for name in filter(None, tracked):
-        if (REPO_ROOT / name).is_file():
-            target = source / name
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes((REPO_ROOT / name).read_bytes())
+    copy_tree(REPO_ROOT, source)
     out = tmp_path_factory.mktemp("wheel")
     # Byte-compiling on, so distutils' "byte-compiling is disabled" notice is not mistaken for
     # a packaging warning.

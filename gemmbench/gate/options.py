@@ -15,10 +15,8 @@ from .. import thresholds as thresholds_mod
 from .process import HARNESS_ROOT
 
 DEFAULT_PROVIDER = harness_config.load().provider  # [tool.gemmbench] provider
-# Bounds of the options that size a run. 200 rounds of the default cases take about an hour on
-# an H200; far more only hangs a CI job (and the p-value's enumeration) for nothing.
-MAX_ROUNDS = 200
-MAX_SAMPLES = 1000
+# The bounds of rounds and samples, for the options and the file alike (thresholds.py).
+MAX_ROUNDS, MAX_SAMPLES = thresholds_mod.MAX_ROUNDS, thresholds_mod.MAX_SAMPLES
 
 
 class UsageError(Exception):

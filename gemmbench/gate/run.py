@@ -113,7 +113,7 @@ class GateRun:
 
     def check(self) -> None:
         """Everything that needs no checkout: thresholds, provider, rounds, samples, revisions."""
-        path = self.options.thresholds or thresholds_mod.DEFAULT_PATH
+        path = self.options.thresholds or thresholds_mod.default_path()
         self.config = apply_overrides(thresholds_mod.load(path), self.options)
         check_provider(self.options.cases_from)
         o = self.options
