@@ -138,3 +138,48 @@ class TestBisectRefuses:
         lines = done.stderr.strip().splitlines()
         assert len(lines) == 1 and message in lines[0], done.stderr
         assert "[gate]" not in done.stderr
+
+
+class TestGateOutcomes:
+    """Outcomes of a step's gate that are no verdict on the code, with the gate replaced by a
+    double that answers in turn from a list (the range is still a real repository)."""
+
+    def run_with(self, monkeypatch, repo, statuses, capsys):
+        from gemmbench import bisect as bisect_mod
+        from gemmbench.gate import Comparison, Report
+
+        answers = iter(statuses)
+        asked = []
+
+        def fake_gate(options):
+            asked.append(options)
+            status = next(answers)
+            verdict = {"regression": "slower", "pass": "same"}.get(status, "unstable")
+            comparison = Comparison("hash", [1.0], [1.0], verdict=verdict, ratio=1.0)
+            return Report(status, [f"planted {status}"], comparisons=[comparison])
+
+        monkeypatch.setattr(bisect_mod, "run_gate", fake_gate)
+        good, commits = planted_range(repo, planted=0)
+        argv = ["--repo", str(repo.path), good, commits[-1], "--bench", "hash"]
+        code = bisect_mod.main(argv)
+        return code, asked, capsys.readouterr()
+
+    def test_inconclusive_twice_is_exit_3(self, monkeypatch, repo, capsys):
+        code, asked, out = self.run_with(monkeypatch, repo, ["inconclusive"] * 2, capsys)
+        assert code == 3 and len(asked) == 2
+        assert "inconclusive twice: planted inconclusive" in out.err.strip().splitlines()[-1]
+
+    def test_inconclusive_once_is_rerun(self, monkeypatch, repo, capsys):
+        """An inconclusive gate is run again, and its second verdict counts."""
+        statuses = ["regression", "inconclusive", "regression", "pass", "pass"]
+        code, asked, out = self.run_with(monkeypatch, repo, statuses, capsys)
+        assert code == 0 and len(asked) == 5
+        assert asked[1].head == asked[2].head  # the rerun gates the same commit
+        assert all(o.merge_base is False and o.cases == ["hash"] for o in asked)
+        assert "(attempt 2)" in out.out and "first slower commit:" in out.out
+        assert out.out.split()[3] == asked[2].head  # the commit that was slower on its rerun
+
+    def test_infrastructure_is_exit_4(self, monkeypatch, repo, capsys):
+        code, asked, out = self.run_with(monkeypatch, repo, ["infrastructure failure"], capsys)
+        assert code == 4 and len(asked) == 1
+        assert "infrastructure failure: planted" in out.err.strip().splitlines()[-1]
