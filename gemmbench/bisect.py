@@ -17,7 +17,9 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import signal
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -165,8 +167,8 @@ def first_parent_range(repo: Path, good: str, bad: str) -> tuple[str, str, list[
 class Bisection:
     """One bisect run: the gates run so far and the options each of them shares."""
 
-    def __init__(self, args: argparse.Namespace, good: str) -> None:
-        self.args, self.good = args, good
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args, self.good = args, ""  # GOOD's sha, once resolved
         self.repo = Path(args.repo)
         self.steps: list[Step] = []
         self.gates = 0
@@ -251,8 +253,9 @@ class Bisection:
         return commits[high]
 
 
-def document(args, bisection: Bisection | None, found: str | None, code: int, why: str, wall):
-    steps = [asdict(s) for s in bisection.steps] if bisection else []
+def document(args, bisection: Bisection, found: str | None, code: int, why: str, wall) -> dict:
+    """The --json file: the run's outcome and every step's gate."""
+    steps = [asdict(s) for s in bisection.steps]
     subject = next((s["subject"] for s in steps if s["commit"] == found), None)
     return {
         "schema": 1,
@@ -263,10 +266,32 @@ def document(args, bisection: Bisection | None, found: str | None, code: int, wh
         "bad": args.bad,
         "bench": args.bench,
         "first_slower": {"commit": found, "subject": subject} if found else None,
-        "gates": bisection.gates if bisection else 0,
+        "gates": bisection.gates,
         "wall_s": wall,
         "steps": steps,
     }
+
+
+def run(args: argparse.Namespace, bisection: Bisection) -> str:
+    """The first slower commit; Refused when there is none to find or a gate cannot say."""
+    good, bad, commits = first_parent_range(Path(args.repo), args.good, args.bad)
+    gates = math.ceil(math.log2(len(commits))) + 1
+    progress(
+        f"{len(commits)} first-parent commits in {args.good}..{args.bad}: "
+        f"at most {gates} gates, reruns aside"
+    )
+    bisection.good = good
+    if not bisection.step(bad).slower:
+        raise Refused(
+            exitcodes.USAGE,
+            f"BAD {args.bad} is not slower than GOOD {args.good} on {args.bench} "
+            f"(verdict {bisection.steps[-1].verdict}): nothing to bisect",
+        )
+    return bisection.search(commits)
+
+
+def _on_sigterm(signum, frame):
+    raise KeyboardInterrupt  # the gate in progress cleans up as for Ctrl-C
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -278,37 +303,31 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"gemmbench bisect: {why}", file=sys.stderr)
         return exitcodes.USAGE
     started = time.perf_counter()
-    bisection, found, code, why = None, None, exitcodes.OK, ""
+    bisection, found, code, why = Bisection(args), None, exitcodes.OK, ""
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGTERM, _on_sigterm)
     try:
-        good, bad, commits = first_parent_range(Path(args.repo), args.good, args.bad)
-        progress(
-            f"{len(commits)} first-parent commits in {args.good}..{args.bad}: at most "
-            f"{math.ceil(math.log2(len(commits))) + 1} gates, reruns aside"
-        )
-        bisection = Bisection(args, good)
-        if not bisection.step(bad).slower:
-            last = bisection.steps[-1]
-            raise Refused(
-                exitcodes.USAGE,
-                f"BAD {args.bad} is not slower than GOOD {args.good} on {args.bench} "
-                f"(verdict {last.verdict}): nothing to bisect",
-            )
-        found = bisection.search(commits)
+        found = run(args, bisection)
     except Refused as exc:
         code, why = exc.code, str(exc)
     except GitNotFound as exc:
         code, why = exitcodes.INFRASTRUCTURE, f"infrastructure failure: {exc}"
+    except KeyboardInterrupt:
+        code, why = exitcodes.INTERRUPTED, "interrupted"
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
     wall = time.perf_counter() - started
-    gates = bisection.gates if bisection else 0
     if found:
         step = next(s for s in bisection.steps if s.commit == found)
         print(f"first slower commit: {found} {step.subject}")
         for number, s in enumerate(bisection.steps, 1):
             print(f"  gate {number}: {s.line()}")
-        print(f"{gates} gates in {wall:.1f} s")
+        print(f"{bisection.gates} gates in {wall:.1f} s")
     else:
-        if gates:
-            progress(f"{gates} gates in {wall:.1f} s")
+        if bisection.gates:
+            progress(f"{bisection.gates} gates in {wall:.1f} s")
         print(f"gemmbench bisect: {why}", file=sys.stderr)
     if args.json:
         text = json.dumps(document(args, bisection, found, code, why, wall), indent=2)

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 import math
+import signal
 import subprocess
 import sys
 
 import pytest
-from test_gate_e2e import HARNESS_ROOT, MEASURED, Repo
+from test_gate_e2e import HARNESS_ROOT, MEASURED, Repo, start_measuring
 
 SLOWER = MEASURED.replace('"hash": 1500', '"hash": 4500')
 RANGE = 8
@@ -31,21 +32,25 @@ def planted_range(repo: Repo, planted: int) -> tuple[str, list[str]]:
     return good, commits
 
 
+def bisect_command(repo: Repo, *args: str) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "gemmbench",
+        "bisect",
+        "--repo",
+        str(repo.path),
+        "--cases-from",
+        "benchcases:cases",
+        "--thresholds",
+        str(repo.thresholds),
+        *args,
+    ]
+
+
 def bisect(repo: Repo, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "gemmbench",
-            "bisect",
-            "--repo",
-            str(repo.path),
-            "--cases-from",
-            "benchcases:cases",
-            "--thresholds",
-            str(repo.thresholds),
-            *args,
-        ],
+        bisect_command(repo, *args),
         cwd=HARNESS_ROOT,
         env=repo.env,
         capture_output=True,
@@ -87,6 +92,20 @@ class TestBisectFinds:
             assert (step["ratio"] > 2) == slower
         assert f"{result['gates']} gates in " in done.stdout
         assert "[bisect] gate 1:" in done.stderr
+        repo.assert_clean()
+
+    @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+    def test_interrupt_cleans_up(self, repo, signum):
+        """Ctrl-C or SIGTERM during a step's gate: exit 130, the JSON says interrupted, and no
+        worktree or temporary folder is left behind."""
+        good, commits = planted_range(repo, planted=5)
+        out = repo.tmp / "bisect.json"
+        argv = [good, commits[-1], "--bench", "hash", "--rounds", "50", "--json", str(out)]
+        proc = start_measuring(repo, bisect_command(repo, *argv))
+        proc.send_signal(signum)
+        assert proc.wait(timeout=30) == 130
+        result = json.loads(out.read_text())
+        assert result["status"] == "interrupted" and result["first_slower"] is None
         repo.assert_clean()
 
 
