@@ -105,7 +105,7 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument(
         "--rounds",
         type=bounded_int(1, MAX_ROUNDS),
-        help=f"interleaved rounds per side of each gate, at most {MAX_ROUNDS}",
+        help=f"interleaved rounds per side of each gate, at most {MAX_ROUNDS} (default from thresholds)",
     )
     parser.add_argument(
         "--samples",
