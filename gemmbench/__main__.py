@@ -14,6 +14,10 @@ COMMANDS = {
         "gemmbench.gate",
         "compare a pull request's head with its base, interleaved, on this host's GPUs",
     ),
+    "bisect": (
+        "gemmbench.bisect",
+        "find the first commit of a range that made one benchmark slower, by gates",
+    ),
     "history": (
         "gemmbench.history",
         "benchmark every commit in a range with asv and store the results",

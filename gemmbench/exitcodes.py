@@ -43,6 +43,7 @@ TABLE: dict[int, tuple[str, str]] = {
 # Which codes each command can return; the docs' table is checked against this too.
 COMMANDS: dict[str, tuple[int, ...]] = {
     "gate": (OK, FAILED, USAGE, INCONCLUSIVE, INFRASTRUCTURE, INTERRUPTED, TERMINATED),
+    "bisect": (OK, USAGE, INCONCLUSIVE, INFRASTRUCTURE, INTERRUPTED),
     "calibrate": (OK, FAILED, USAGE, INCONCLUSIVE, INFRASTRUCTURE, INTERRUPTED),
     "history": (OK, FAILED, USAGE, INFRASTRUCTURE, IDENTITY_MISMATCH, INTERRUPTED),
     "machine": (OK, USAGE, INFRASTRUCTURE, IDENTITY_MISMATCH, INTERRUPTED),

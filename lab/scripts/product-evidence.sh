@@ -12,13 +12,16 @@
 #   aa10     RUNS (10) A/A gates and RUNS gates of the slow head, interleaved, on
 #            coarsened-4096,coarsened-2048 (plus the canary)
 #   history  `gemmbench machine`, then `gemmbench history` of HEAD~1..HEAD (time_gemm only)
+#   bisect   an 8-commit first-parent range on branch `range` from base, commit 5 planting the
+#            delay and the others a comment; `gemmbench bisect base range --bench coarsened-4096`:
+#            the found and planted commits, the number of gates and the wall time
 # Usage: lab/scripts/product-evidence.sh OUTDIR [PHASE ...]   (env RUNS, DELAY cycles a block)
 # Each phase writes OUTDIR/<phase>.txt; OUTDIR/summary.txt gets one line per run.
 set -uo pipefail
 [[ $# -ge 1 && -n $1 && $1 != -* ]] || { echo "usage: lab/scripts/product-evidence.sh OUTDIR [PHASE ...]" >&2; exit 2; }
 out=$1; shift
 mkdir -p "$out"; out=$(cd "$out" && pwd)
-phases=("$@"); ((${#phases[@]})) || phases=(tests report example gates aa10 history)
+phases=("$@"); ((${#phases[@]})) || phases=(tests report example gates aa10 history bisect)
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$repo" || exit 1
 PY=${GEMM_PYTHON:-python3}
@@ -123,6 +126,35 @@ for phase in "${phases[@]}"; do
             "$PY" -m gemmbench machine --name h200-evidence &&
             "$PY" -m gemmbench history HEAD~1..HEAD --machine h200-evidence --bench 'time_gemm') >"$out/history.txt" 2>&1
         note "history of one commit (time_gemm): exit $?, $((SECONDS - t0)) s: $(grep -E 'stored in|commits stored' "$out/history.txt" | tr '\n' ' ')"
+        ;;
+    bisect)
+        make_clone
+        if ! g rev-parse -q --verify range >/dev/null; then
+            g checkout -q -b range base
+            for ((i = 1; i <= 8; i++)); do
+                if ((i == 5)); then
+                    "$PY" lab/scripts/slowdown.py delay "$delay" "$clone/gemm/kernels/03_coarsened.cu" >/dev/null &&
+                        g commit -qam "range $i: a $delay-cycle delay a block in the coarsened kernel"
+                else
+                    echo "<!-- range comment $i -->" >>"$clone/README.md" && g commit -qam "range $i: comment only"
+                fi
+            done
+            g checkout -q base
+        fi
+        planted=$(g rev-parse range~3)  # commit 5 of 8
+        t0=$SECONDS
+        "$PY" -m gemmbench bisect base range --repo "$clone" --bench coarsened-4096 --gpus one \
+            --json "$out/bisect.json" >"$out/bisect.txt" 2>"$out/bisect-progress.txt"
+        rc=$?
+        found=$("$PY" - "$out/bisect.json" <<'EOF' 2>/dev/null || echo "no bisect.json"
+import json, sys
+r = json.load(open(sys.argv[1]))
+first = (r.get("first_slower") or {}).get("commit")
+print(f"found {first}; {r['gates']} gates; wall {r['wall_s']:.1f} s; {r['status']}: {r['reason']}")
+EOF
+)
+        note "bisect of 8 commits (commit 5 plants $delay cycles, $planted): exit $rc, $((SECONDS - t0)) s; $found"
+        cat "$out/bisect.txt"
         ;;
     *) echo "unknown phase $phase" >&2; exit 2 ;;
     esac
