@@ -89,7 +89,8 @@ class TestBisectFinds:
             slower = commits.index(step["commit"]) >= planted - 1
             assert (step["verdict"] == "slower") == slower, step
             assert isinstance(step["ratio"], float) and isinstance(step["p"], float)
-            assert (step["ratio"] > 2) == slower
+            # 3x planted; 1.5 leaves room for a loaded CPU, far above any tolerance.
+            assert (step["ratio"] > 1.5) == slower
         assert f"{result['gates']} gates in " in done.stdout
         assert "[bisect] gate 1:" in done.stderr
         repo.assert_clean()
