@@ -67,7 +67,7 @@ fi
 out=$(cd "$out" && pwd)
 
 # The estimate, in seconds (see the header), and the cap it puts on the list.
-shapes=$(grep -cE '^ +"[0-9]+x[0-9]+x[0-9]+": Shape\(' "$repo/benchmarks/common.py")  # SHAPES' entries
+shapes=$(cd "$repo" && "${GEMM_PYTHON:-python3}" -c 'from gemmbench import config; print(len(config.load().shape_set("suite")))')  # the asv suite's
 pairs=$((${#variant_list[@]} * shapes))
 setup_s=20 per_commit_s=$((10 + (pairs * rounds * 3 + 1) / 2))
 fit=$(((budget - setup_s) / per_commit_s))
