@@ -122,7 +122,12 @@ class TestDryRun:
     def dry_run(repo: Path, out: Path, *commits: str, **env: str):
         """climb-evidence.sh --dry-run in the throwaway project; it must exit 0."""
         done = bash(
-            repo / "lab" / "scripts" / "climb-evidence.sh", "--dry-run", str(out), *commits, cwd=repo, **env
+            repo / "lab" / "scripts" / "climb-evidence.sh",
+            "--dry-run",
+            str(out),
+            *commits,
+            cwd=repo,
+            **env,
         )
         assert done.returncode == 0, done.stdout + done.stderr
         return done
