@@ -8,7 +8,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
@@ -17,7 +16,12 @@ TESTS = Path(__file__).resolve().parents[2] / "tests"
 if str(TESTS) not in sys.path:
     sys.path.insert(0, str(TESTS))
 
-from runner_sandbox import cgroup2_mount, job_cgroup_root, uid_processes  # noqa: E402
+from runner_sandbox import (  # noqa: E402
+    cgroup2_mount,
+    job_cgroup_root,
+    remove_cgroup,
+    uid_processes,
+)
 
 
 @pytest.fixture(scope="module")
@@ -65,15 +69,5 @@ def sandbox():
                 pass
         subprocess.run(["userdel", name], capture_output=True)
         subprocess.run(["groupdel", name], capture_output=True)  # if userdel kept it
-        for folder in (job_cgroup_root(base) / "job", job_cgroup_root(base)):
-            if (folder / "cgroup.kill").exists():
-                (folder / "cgroup.kill").write_text("1\n")
-            for _ in range(100):
-                try:
-                    folder.rmdir()
-                    break
-                except FileNotFoundError:
-                    break
-                except OSError:
-                    time.sleep(0.05)
+        remove_cgroup(job_cgroup_root(base))
         shutil.rmtree(base, ignore_errors=True)

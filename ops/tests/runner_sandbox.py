@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -310,12 +311,28 @@ def uid_processes(uid: int) -> list[int]:
 
 
 def cgroup2_mount() -> Path | None:
-    """The cgroup v2 mount point, read from /proc/self/mountinfo."""
-    for line in Path("/proc/self/mountinfo").read_text().splitlines():
-        before, _, after = line.partition(" - ")
-        if after.split()[:1] == ["cgroup2"]:
-            return Path(before.split()[4])
-    return None
+    """The cgroup v2 mount point, found as the supervisor's wipe finds it."""
+    if str(SUPERVISOR.parent) not in sys.path:
+        sys.path.insert(0, str(SUPERVISOR.parent))
+    import wipe
+
+    return wipe.cgroup2_mount()
+
+
+def remove_cgroup(root: Path) -> None:
+    """Kills what is left in ROOT's cgroup and its `job` child, then removes both folders (the
+    kernel refuses rmdir until the killed processes are gone, so it is retried for 5 s)."""
+    for folder in (root / "job", root):
+        if (folder / "cgroup.kill").exists():
+            (folder / "cgroup.kill").write_text("1\n")
+        for _ in range(100):
+            try:
+                folder.rmdir()
+                break
+            except FileNotFoundError:
+                break
+            except OSError:
+                time.sleep(0.05)
 
 
 def job_cgroup_root(base: Path) -> Path:

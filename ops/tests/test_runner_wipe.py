@@ -17,6 +17,7 @@ if str(RUNNER) not in sys.path:
     sys.path.insert(0, str(RUNNER))
 
 import wipe  # noqa: E402  (ops/runner is no package; the supervisor imports it the same way)
+from runner_sandbox import remove_cgroup  # noqa: E402
 
 # Forks and exits in a loop, so its pid changes every few milliseconds (faster than a scan of
 # /proc can find it), touching the file argv[1] each time as a sign of life.
@@ -51,17 +52,7 @@ def cgroup_root():
     except OSError as exc:
         pytest.skip(f"cannot make a cgroup v2 folder: {exc.strerror}")
     yield root
-    for folder in (root / "job", root):
-        if (folder / "cgroup.kill").exists():
-            (folder / "cgroup.kill").write_text("1\n")
-        for _ in range(100):
-            try:
-                folder.rmdir()
-                break
-            except FileNotFoundError:
-                break
-            except OSError:
-                time.sleep(0.05)
+    remove_cgroup(root)
 
 
 def start_hopper(cgroup: wipe.JobCgroup, beat: Path) -> None:
