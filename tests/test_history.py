@@ -150,14 +150,9 @@ def make_project(root, benchmarks: str, base_message: str, versions) -> tuple:
     return repo, shas, venv
 
 
-@pytest.fixture(scope="module")
-def project(tmp_path_factory):
-    """A git repo with a base commit and four package commits, an asv machine, and the
-    interpreter to measure: a venv that sees this one's packages but has no asv_runner."""
-    root = tmp_path_factory.mktemp("history")
-    repo, shas, venv = make_project(root, BENCHMARKS, "base: suite without the package", COMMITS)
-    block_asv_runner(venv)
-    python = venv / "bin" / "python"
+def register_machine(root: Path, repo: Path) -> dict:
+    """A new HOME under ROOT where asv records MACHINE (`asv machine --yes`, run in REPO), and the
+    environment that uses it, this checkout's harness first on the path."""
     home = root / "home"
     home.mkdir()
     env = dict(os.environ, HOME=str(home), PYTHONPATH=str(REPO_ROOT))
@@ -168,6 +163,18 @@ def project(tmp_path_factory):
         check=True,
         capture_output=True,
     )
+    return env
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory):
+    """A git repo with a base commit and four package commits, an asv machine, and the
+    interpreter to measure: a venv that sees this one's packages but has no asv_runner."""
+    root = tmp_path_factory.mktemp("history")
+    repo, shas, venv = make_project(root, BENCHMARKS, "base: suite without the package", COMMITS)
+    block_asv_runner(venv)
+    python = venv / "bin" / "python"
+    env = register_machine(root, repo)
     return {"repo": repo, "shas": shas, "python": str(python), "env": env}
 
 
@@ -535,20 +542,9 @@ class TestCallerEnvironment:
         editable = run_in(root, clean, [python, "-c", where], timeout=60).stdout.split()
         assert editable == [str(repo / "tinypkg" / "__init__.py"), "3"]
         before = tree_digest(venv)
-        assert any(
-            name.startswith("__editable__") for name in map(Path, before) for name in [name.name]
-        )
+        assert any(Path(name).name.startswith("__editable__") for name in before)
 
-        home = root / "home"
-        home.mkdir()
-        env = dict(os.environ, HOME=str(home), PYTHONPATH=str(REPO_ROOT))
-        subprocess.run(
-            [sys.executable, "-m", "asv", "machine", "--machine", MACHINE, "--yes"],
-            cwd=repo,
-            env=env,
-            check=True,
-            capture_output=True,
-        )
+        env = register_machine(root, repo)
         command = history_command({"shas": shas, "python": python})
         command[4] = f"{shas[0]}..{shas[1]}"  # commit 1 only; the working tree is commit 3
         done = run_in(repo, env, command, timeout=300)
