@@ -113,6 +113,19 @@ def resolve_python(python: str) -> str:
     return found
 
 
+def ask(python: str, code: str, failure: str, hint: str = "") -> subprocess.CompletedProcess:
+    """Runs CODE in PYTHON, away from any checkout and with a clean environment; a failure is a
+    HistoryError saying FAILURE, the last line the interpreter printed, and HINT."""
+    probe = subprocess.run(
+        [python, "-c", code], env=clean_env(), capture_output=True, text=True,
+        cwd=tempfile.gettempdir(),
+    )  # fmt: skip
+    if probe.returncode != 0:
+        last = (probe.stderr.strip() or "no output").splitlines()[-1]
+        raise HistoryError(f"{failure} ({last}){hint}")
+    return probe
+
+
 @contextlib.contextmanager
 def throwaway_environment(python: str, where: Path) -> Iterator[str]:
     """The interpreter of a new virtual environment at ``where`` that imports what ``python``
@@ -120,16 +133,8 @@ def throwaway_environment(python: str, where: Path) -> Iterator[str]:
     ``python`` itself would replace what its environment holds (the README's editable install of
     the project, say) with a copy of the commit. The path is the same on every run, as asv names
     an ``existing:`` interpreter's results after its path; the folder is removed afterwards."""
-    probe = subprocess.run(
-        [python, "-c", "import json, sys; print(json.dumps(sys.path))"],
-        env=clean_env(),
-        capture_output=True,
-        text=True,
-        cwd=tempfile.gettempdir(),
-    )
-    if probe.returncode != 0:
-        last = (probe.stderr.strip() or "no output").splitlines()[-1]
-        raise HistoryError(f"--python {python} cannot list its import path ({last})")
+    probe = ask(python, "import json, sys; print(json.dumps(sys.path))",
+                f"--python {python} cannot list its import path")  # fmt: skip
     # Folders only: a .pth file's lines are plain folders here, so the caller's .pth files (an
     # editable install's finder among them) are not run again; its folders still follow ours.
     folders = [p for p in json.loads(probe.stdout) if p and Path(p).is_dir()]
@@ -191,18 +196,8 @@ def install(python: str, source: Path) -> None:
 def installed_code(python: str, package: str, repo: Path, sha: str) -> dict:
     """Prove that ``python`` imports ``package`` as committed in ``sha``: every committed .py
     file of the package is byte-identical in the imported copy. Returns the evidence."""
-    probe = subprocess.run(
-        [python, "-c", f"import {package}; print({package}.__file__)"],
-        env=clean_env(),
-        capture_output=True,
-        text=True,
-        cwd=tempfile.gettempdir(),
-    )
-    if probe.returncode != 0:
-        last = (probe.stderr.strip() or "no output").splitlines()[-1]
-        raise HistoryError(
-            f"{python} cannot import {package} after installing it ({last}); check --package"
-        )
+    probe = ask(python, f"import {package}; print({package}.__file__)",
+                f"{python} cannot import {package} after installing it", "; check --package")  # fmt: skip
     package_dir = Path(probe.stdout.strip()).parent
     committed = git(repo, "ls-tree", "-r", "--name-only", sha, "--", f"{package}/").split("\n")
     matched, different, not_installed = 0, [], []
