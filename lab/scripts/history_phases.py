@@ -1,6 +1,6 @@
 """Where one asv benchmark process spends its time: each phase of a fresh process, timed.
 
-    python3 lab/scripts/history_phases.py [--fork] VARIANT:SHAPE ...
+    python3 lab/scripts/history_phases.py VARIANT:SHAPE ...
 
 Spawns one fresh interpreter per case (as asv's "spawn" launch method does), which prints the
 wall-clock time at the end of each phase: interpreter start, `import cupy`, the CUDA context,
@@ -12,7 +12,6 @@ once in this process and each case runs in a forked child, as a fork server woul
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
