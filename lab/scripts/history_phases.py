@@ -63,7 +63,7 @@ def run_case(case: str) -> dict:
     t = json.loads(line[0][7:])
     names = list(t)
     phases = {"interpreter": t["start"] - t0}
-    for before, after in zip(names, names[1:]):
+    for before, after in zip(names, names[1:], strict=False):
         phases[after] = t[after] - t[before]
     phases["exit"] = time.time() - t0 - sum(phases.values())
     return phases
