@@ -3,25 +3,27 @@
 from __future__ import annotations
 
 import functools
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from .dispatch_table import TABLES
 from .variants import VARIANTS, Config, Variant, config_name
 
-# The fallback heuristic (docs/tuning.md), for GPUs or shape classes the table has no entry for.
-# A grid fills the GPU when it has at least WAVE_FILL × (multiprocessors) blocks: one wave, less
-# the few idle multiprocessors that cost less than the smaller tiles' lost reuse.
-WAVE_FILL = 0.9
-# Tiles that pad C by more than this factor over the tightest registered tile are not considered
-# (a 128-wide tile over N = 64 computes as many zeros as results).
-PAD_SLACK = 1.2
-# K is deep enough to split when each slice keeps at least MIN_SLICE_K of it: shallower slices
-# spend more on the workspace pass than the extra blocks win.
-DEEP_K = 4096
-MIN_SLICE_K = 1024
-MAX_SPLITS = 16
+# The fallback heuristic (docs/tuning.md): a model of each candidate's time from what decides it,
+# the tiles of C, how they fill waves of the GPU's multiprocessors, and the depth of K a block
+# walks. A wave holds (multiprocessors × resident blocks) blocks, and a multiprocessor shares its
+# rate among its resident blocks. Larger tiles reuse each loaded value more: their rate grows as
+# (tile area / 128·256) ** TILE_EFFICIENCY_EXPONENT, the exponent that ranks the H200's measured
+# winners best over its 64-shape tuning grid. Split-K adds a launch and a pass over the workspace.
+TILE_EFFICIENCY_EXPONENT = 0.05
+REFERENCE_TILE_AREA = 128 * 256
+SM_FLOPS = 50e12 / 132  # one multiprocessor's float32 rate, about a Hopper's; only ratios matter
+SPLIT_LAUNCH_S = 3e-6  # the extra launch of the sum pass
+SPLIT_BYTES_PER_S = 3e12  # the sum pass reads each slice and writes C once
+# K is split into at most MAX_SPLITS slices, each at least MIN_SLICE_K deep.
+SPLIT_CANDIDATES = (1, 2, 3, 4, 6, 8, 12, 16)
+MIN_SLICE_K = 256
+MAX_SPLITS = SPLIT_CANDIDATES[-1]
 
 
 @dataclass(frozen=True)
@@ -39,20 +41,19 @@ class Choice:
 
     config: Config
     splits: int
-    source: str  # "table", "heuristic" or "forced"
+    source: str  # "table", "table of the <GPU>", "heuristic" or "forced"
 
     def __str__(self) -> str:
         return f"{config_name(self.config)} × {self.splits} split(s) ({self.source})"
 
 
 def shape_class(m: int, n: int, k: int, aligned: bool = True) -> str:
-    """The table's key for a shape: each dimension rounded to the nearest power of two (in log2),
-    and ``-scalar`` where coarsened loads its tiles one float at a time instead of as float4s, a
-    different code path with its own best configuration (on the H200, 2048³ and 2049³ are fastest
-    with different tiles). That is the kernel's own condition: N or K not a multiple of 4, or an
-    operand not 16-byte aligned (``aligned`` False: an offset view, which the shape cannot show)."""
-    rounded = "x".join(str(2 ** round(math.log2(max(d, 1)))) for d in (m, n, k))
-    return rounded if n % 4 == 0 and k % 4 == 0 and aligned else f"{rounded}-scalar"
+    """The table's key for a shape: the shape itself, ``-unaligned`` where coarsened cannot load
+    its tiles as float4s straight from every row (N or K not a multiple of 4, or an operand not
+    16-byte aligned: ``aligned`` False, an offset view the shape cannot show). The table holds
+    the tuned shapes; every other shape goes to the heuristic's model, which generalises."""
+    key = f"{m}x{n}x{k}"
+    return key if n % 4 == 0 and k % 4 == 0 and aligned else f"{key}-unaligned"
 
 
 def blocks(variant: Variant, config: Config, m: int, n: int) -> int:
@@ -74,40 +75,52 @@ def effective_splits(variant: Variant, config: Config, k: int, splits: int) -> i
     return -(-steps // per_slice)
 
 
-def heuristic(variant: Variant, m: int, n: int, k: int, sm_count: int) -> Choice:
-    """The documented fallback rule (docs/tuning.md), in order:
+def predicted_seconds(
+    variant: Variant, config: Config, splits: int, m: int, n: int, k: int, sm_count: int
+) -> float:
+    """The heuristic's model of one launch (see the constants above)."""
+    tile_m, tile_n = variant.tile(config)
+    resident = variant.resident_blocks(config)
+    waves = -(-blocks(variant, config, m, n) * splits // (sm_count * resident))
+    rate = SM_FLOPS * (tile_m * tile_n / REFERENCE_TILE_AREA) ** TILE_EFFICIENCY_EXPONENT
+    seconds = waves * resident * 2.0 * tile_m * tile_n * -(-k // splits) / rate
+    if splits > 1:
+        seconds += SPLIT_LAUNCH_S + splits * m * n * 4 * 2 / SPLIT_BYTES_PER_S
+    return seconds
 
-    1. Consider only tiles that pad C by at most PAD_SLACK over the tightest registered tile
-       (never a table-only configuration: those are chosen by measurement alone).
-    2. The first of them (registry order: the default and larger tiles first) whose grid fills
-       WAVE_FILL of a wave of blocks.
-    3. Else, if K ≥ DEEP_K, that first tile with K split into enough slices to fill the wave
-       (each slice at least MIN_SLICE_K deep, at most MAX_SPLITS slices).
-    4. Else the first smaller tile that fills the wave, or failing that the one with most blocks.
-    """
+
+def heuristic(variant: Variant, m: int, n: int, k: int, sm_count: int) -> Choice:
+    """The documented fallback rule (docs/tuning.md): of every registered configuration, unsplit
+    or with K in SPLIT_CANDIDATES slices of at least MIN_SLICE_K, the one whose modelled time
+    (``predicted_seconds``) is least; ties go to the earlier in the registry."""
     if min(m, n, k) <= 0:
         return Choice(variant.config, 1, "heuristic")  # nothing to launch
-    target = WAVE_FILL * sm_count
+    best = None
+    for order, config in enumerate(variant.configs):
+        for splits in SPLIT_CANDIDATES if variant.split_k else (1,):
+            if splits > 1 and (
+                k // splits < MIN_SLICE_K or effective_splits(variant, config, k, splits) != splits
+            ):
+                continue
+            score = (predicted_seconds(variant, config, splits, m, n, k, sm_count), order, splits)
+            if best is None or score < best[0]:
+                best = (score, config, splits)
+    return Choice(best[1], best[2], "heuristic")
 
-    def padded(config: Config) -> int:
-        tile_m, tile_n = variant.tile(config)
-        return -(-m // tile_m) * tile_m * -(-n // tile_n) * tile_n
 
-    pool = [c for c in variant.configs if not variant.table_only(c)]  # measured ideas only
-    tightest = min(padded(c) for c in pool)
-    candidates = [c for c in pool if padded(c) <= PAD_SLACK * tightest]
-    first = candidates[0]
-    if blocks(variant, first, m, n) >= target:
-        return Choice(first, 1, "heuristic")
-    if variant.split_k and k >= DEEP_K:
-        wanted = math.ceil(sm_count / blocks(variant, first, m, n))
-        splits = max(1, min(wanted, k // MIN_SLICE_K, MAX_SPLITS))
-        return Choice(first, effective_splits(variant, first, k, splits), "heuristic")
-    for config in candidates[1:]:
-        if blocks(variant, config, m, n) >= target:
-            return Choice(config, 1, "heuristic")
-    most = max(candidates, key=lambda c: blocks(variant, c, m, n))
-    return Choice(most, 1, "heuristic")
+def table_entry(gpu: Gpu, tables: Mapping = TABLES) -> tuple[str, Mapping] | None:
+    """The tuning table for ``gpu`` and whose it is: its own, else that of a GPU of the same
+    architecture and multiprocessor count (an H100 SXM uses the H200's: both sm_90 with 132)."""
+    own = tables.get(gpu.name)
+    if own and own.get("sm_count") == gpu.sm_count:
+        return gpu.name, own
+    for name, entry in sorted(tables.items()):
+        if (
+            entry.get("sm_count") == gpu.sm_count
+            and entry.get("compute_capability") == gpu.compute_capability
+        ):
+            return name, entry
+    return None  # another kind of GPU, or a partitioned one (MIG): the heuristic decides
 
 
 def from_table(
@@ -120,9 +133,10 @@ def from_table(
     aligned: bool = True,
 ) -> Choice | None:
     """The tuned choice for this GPU and shape class, or None when the table has none."""
-    entry = tables.get(gpu.name)
-    if not entry or entry.get("sm_count") != gpu.sm_count:
-        return None  # another GPU, or the same one partitioned (MIG): the heuristic decides
+    found = table_entry(gpu, tables)
+    if found is None:
+        return None
+    owner, entry = found
     row = entry.get(variant.name, {}).get(shape_class(m, n, k, aligned))
     if row is None:
         return None
@@ -131,21 +145,27 @@ def from_table(
     if name not in by_name:
         return None  # the registry no longer holds it; tests/test_dispatch.py catches this
     config = by_name[name]
-    return Choice(config, effective_splits(variant, config, k, splits), "table")
+    source = "table" if owner == gpu.name else f"table of the {owner}"
+    return Choice(config, effective_splits(variant, config, k, splits), source)
 
 
-def choose(variant: Variant, m: int, n: int, k: int, gpu: Gpu, aligned: bool = True) -> Choice:
+def choose(
+    variant: Variant, m: int, n: int, k: int, gpu: Gpu, aligned: bool = True, use_table: bool = True
+) -> Choice:
     """The configuration and split count for (M, N, K) on ``gpu``: the table's, else the
-    heuristic's. ``aligned``: every operand 16-byte aligned (see ``shape_class``)."""
+    heuristic's. ``aligned``: every operand 16-byte aligned (see ``shape_class``);
+    ``use_table`` False: what a GPU without any table entry would run."""
     if not variant.dispatch:
         return Choice(variant.config, 1, "heuristic")
-    return _choose_registered(variant.name, m, n, k, gpu, aligned)
+    return _choose_registered(variant.name, m, n, k, gpu, aligned, use_table)
 
 
 @functools.lru_cache(maxsize=4096)  # keyed by name: a Variant holds unhashable mappings
-def _choose_registered(name: str, m: int, n: int, k: int, gpu: Gpu, aligned: bool) -> Choice:
+def _choose_registered(
+    name: str, m: int, n: int, k: int, gpu: Gpu, aligned: bool, use_table: bool
+) -> Choice:
     variant = VARIANTS[name]
-    tuned = from_table(variant, m, n, k, gpu, aligned=aligned)
+    tuned = from_table(variant, m, n, k, gpu, aligned=aligned) if use_table else None
     return tuned or heuristic(variant, m, n, k, gpu.sm_count)
 
 

@@ -48,7 +48,9 @@ class Variant:
     ``split_k``: the kernel splits K over gridDim.z into a workspace that its
     ``sum_kernel_name`` kernel adds up. ``dispatch``: with no explicit
     configuration, ``gemm.dispatch`` picks one (and a split count) per shape and GPU;
-    ``table_only`` marks configurations only a measured tuning table may pick. ``switches``
+    ``table_only`` marks configurations only a measured tuning table may pick;
+    ``resident_blocks``: the blocks of a configuration a multiprocessor holds at once (the
+    dispatch's model of waves). ``switches``
     names the constants that turn a kernel feature off (0) or on (1); every other constant is a
     size and must be positive.
     """
@@ -66,6 +68,7 @@ class Variant:
     dispatch: bool = False
     table_only: Callable[[Config], bool] = field(default=lambda c: False, compare=False)
     switches: frozenset[str] = frozenset()
+    resident_blocks: Callable[[Config], int] = field(default=lambda c: 1, compare=False)
     notes: str = field(default="", compare=False)
 
     @property
@@ -318,6 +321,7 @@ VARIANTS: Mapping[str, Variant] = MappingProxyType(
                 _coarsened(128, 256, 8, 8, 16, 1, warp=(64, 64), prefetch=1, unroll=4),
             ),
             table_only=_coarsened_table_only,
+            resident_blocks=lambda c: c["MIN_BLOCKS"],
             switches=frozenset({"ASYNC_COPY", "PREFETCH"}),
             threads=_coarsened_threads,
             tile=lambda c: (c["BM"], c["BN"]),

@@ -40,10 +40,10 @@ from gemmbench import exitcodes, machine, measure, tune_table
 from gemmbench.cli import OneLineErrorParser, cannot_write
 from gemmbench.report import parse_shape
 
-# K-split counts tried for a configuration whose grid leaves multiprocessors idle, kept to at
-# most two waves of blocks and slices at least MIN_SLICE deep.
-SPLIT_CANDIDATES = (2, 3, 4, 6, 8)
-MIN_SLICE = 512
+# K-split counts tried for a configuration whose grid leaves multiprocessors idle: the dispatch's
+# own (gemm.dispatch), kept to at most two waves of blocks and slices at least MIN_SLICE deep.
+SPLIT_CANDIDATES = dispatch.SPLIT_CANDIDATES[1:]
+MIN_SLICE = dispatch.MIN_SLICE_K
 L2_POLICY = measure.L2_POLICY
 
 

@@ -19,51 +19,67 @@ def name(choice) -> str:
 
 
 class TestShapeClass:
-    """Tests for shape_class."""
+    """Tests for shape_class: the tuned shape itself, marked where the loads are unaligned."""
 
-    def test_rounds_each_dimension_to_a_power_of_two(self):
-        """2100 falls in 2048's class, 3000 in 4096's; N or K off a multiple of 4 is -scalar."""
-        assert shape_class(2049, 2048, 2048) == "2048x2048x2048"  # M does not decide the path
-        assert shape_class(2049, 2049, 2049) == "2048x2048x2048-scalar"
-        assert shape_class(2048, 2048, 2050) == "2048x2048x2048-scalar"
-        assert shape_class(3000, 64, 4) == "4096x64x4"
+    def test_the_shape_itself(self):
+        """Keys are exact shapes: 2049³ is not filed with 2048³ (their best tiles differ)."""
+        assert shape_class(2048, 2048, 2048) == "2048x2048x2048"
+        assert shape_class(2049, 2048, 2048) == "2049x2048x2048"  # M does not decide the path
+        assert shape_class(2049, 2049, 2049) == "2049x2049x2049-unaligned"
+        assert shape_class(2048, 2048, 2050) == "2048x2048x2050-unaligned"
 
-    def test_unaligned_operand_is_scalar(self):
-        """An operand off a 16-byte boundary takes the kernel's scalar path, so its class too."""
-        assert shape_class(2048, 2048, 2048, aligned=False) == "2048x2048x2048-scalar"
-        assert shape_class(2049, 2049, 2049, aligned=False) == "2048x2048x2048-scalar"
+    def test_unaligned_operand(self):
+        """An operand off a 16-byte boundary takes the kernel's unaligned loads, so its key too."""
+        assert shape_class(2048, 2048, 2048, aligned=False) == "2048x2048x2048-unaligned"
+
+
+def modelled(choice, shape, sm_count):
+    return dispatch.predicted_seconds(COARSENED, choice.config, choice.splits, *shape, sm_count)
 
 
 class TestHeuristic:
-    """The documented fallback rule, on synthetic multiprocessor counts."""
+    """The documented fallback rule: the model's least time, on synthetic multiprocessor counts."""
 
-    def test_big_grid_keeps_the_default(self):
-        """A grid of default tiles that fills the GPU keeps the default, unsplit."""
-        choice = heuristic(COARSENED, 4096, 4096, 4096, 132)
-        assert (choice.config, choice.splits) == (DEFAULT, 1)
+    def test_picks_the_least_modelled_time(self):
+        """No registered configuration and split the rule may take is modelled faster."""
+        for shape in [(4096, 4096, 4096), (1024, 1024, 16384), (3000, 500, 777), (256, 256, 65536)]:
+            choice = heuristic(COARSENED, *shape, 132)
+            best = modelled(choice, shape, 132)
+            for config in COARSENED.configs:
+                for splits in dispatch.SPLIT_CANDIDATES:
+                    if splits > 1 and shape[2] // splits < dispatch.MIN_SLICE_K:
+                        continue
+                    if dispatch.effective_splits(COARSENED, config, shape[2], splits) != splits:
+                        continue
+                    other = dispatch.predicted_seconds(COARSENED, config, splits, *shape, 132)
+                    assert best <= other, (shape, config_name(config), splits)
 
-    def test_sm_count_decides(self):
-        """1024² is 64 default tiles: enough for a 64-multiprocessor GPU, too few for 132."""
-        assert heuristic(COARSENED, 1024, 1024, 1024, 64).config == DEFAULT
-        small = heuristic(COARSENED, 1024, 1024, 1024, 132)
-        tile_m, tile_n = COARSENED.tile(small.config)
-        assert tile_m * tile_n < 128 * 128 and small.splits == 1
-        assert dispatch.blocks(COARSENED, small.config, 1024, 1024) >= 0.9 * 132
+    def test_big_square_takes_the_largest_tile_unsplit(self):
+        """Many waves of tiles: the largest tile (most reuse), no split."""
+        choice = heuristic(COARSENED, 8192, 8192, 8192, 132)
+        tile_m, tile_n = COARSENED.tile(choice.config)
+        assert choice.splits == 1
+        assert tile_m * tile_n == max(a * b for a, b in map(COARSENED.tile, COARSENED.configs))
 
-    def test_deep_k_splits(self):
-        """Deep K with few tiles keeps the default tile and splits K to fill a wave."""
-        choice = heuristic(COARSENED, 1024, 1024, 16384, 132)
-        assert choice.config == DEFAULT
-        assert choice.splits == 3  # ceil(132 / 64 tiles)
-        assert heuristic(COARSENED, 1024, 1024, 16384, 64).splits == 1  # 64 tiles fill 64 SMs
+    def test_waves_decide(self):
+        """A grid just over one wave of large tiles goes to tiles that fill the waves evenly:
+        the modelled time of the choice beats the default's by the idle part of a second wave."""
+        shape = (2356, 2340, 1912)
+        choice = heuristic(COARSENED, *shape, 132)
+        assert modelled(choice, shape, 132) < modelled(dispatch.Choice(DEFAULT, 1, ""), shape, 132)
+
+    def test_deep_k_with_few_tiles_splits(self):
+        """Deep K with small M·N splits K; on a GPU with few multiprocessors it need not."""
+        assert heuristic(COARSENED, 512, 512, 32768, 132).splits > 1
+        assert heuristic(COARSENED, 4096, 4096, 4096, 132).splits == 1
 
     def test_split_bounded_by_slice_depth_and_max(self):
         """Each slice keeps at least MIN_SLICE_K of K, and there are at most MAX_SPLITS."""
-        assert heuristic(COARSENED, 128, 128, 4096, 132).splits == 4096 // dispatch.MIN_SLICE_K
-        assert heuristic(COARSENED, 128, 128, 1 << 20, 132).splits == dispatch.MAX_SPLITS
+        assert heuristic(COARSENED, 128, 128, 1024, 132).splits <= 1024 // dispatch.MIN_SLICE_K
+        assert heuristic(COARSENED, 128, 128, 1 << 20, 132).splits <= dispatch.MAX_SPLITS
 
     def test_narrow_n_avoids_padding(self):
-        """N = 64 never takes a 128-wide tile (half its work would be padding)."""
+        """N = 64 never takes a tile wider than 64 (the rest of it would be padding)."""
         choice = heuristic(COARSENED, 16384, 64, 4096, 132)
         assert COARSENED.tile(choice.config)[1] == 64
 
@@ -75,8 +91,8 @@ class TestHeuristic:
         """Whatever the GPU and shape, the rule picks a registered configuration and a valid split."""
         choice = heuristic(COARSENED, *shape, sm_count)
         assert choice.config in COARSENED.configs
-        assert not COARSENED.table_only(choice.config), "an unmeasured idea chosen by default"
         assert 1 <= choice.splits <= dispatch.MAX_SPLITS
+        assert choice.source == "heuristic"
 
     def test_table_only_configs_exist_but_are_never_default(self):
         """The cp.async configurations are registered (tests and the tuner see them), not default."""
@@ -160,7 +176,7 @@ class TestTable:
     """The per-GPU table (gemm/dispatch_table.py) and its lookup."""
 
     def test_schema(self):
-        """Each GPU entry names its SM count and compute capability, and maps shape classes of
+        """Each GPU entry names its SM count and compute capability, and maps tuned shapes of
         dispatching variants to a registered configuration and a positive split count."""
         for gpu, entry in TABLES.items():
             assert isinstance(gpu, str) and gpu
@@ -172,9 +188,10 @@ class TestTable:
             for variant_name in variants:
                 names = {config_name(c) for c in VARIANTS[variant_name].configs}
                 for shape, (config, splits) in entry[variant_name].items():
-                    scalar = shape.endswith("-scalar")  # the kernel's one-float-at-a-time path
-                    m, n, k = (int(d) for d in shape.removesuffix("-scalar").split("x"))
-                    assert shape == shape_class(m, n, k, aligned=not scalar), shape
+                    unaligned = shape.endswith("-unaligned")
+                    m, n, k = (int(d) for d in shape.removesuffix("-unaligned").split("x"))
+                    if not unaligned:
+                        assert shape == shape_class(m, n, k), shape
                     assert config in names, f"{gpu} {shape}: {config} is not registered"
                     assert isinstance(splits, int) and splits >= 1
 
@@ -186,43 +203,41 @@ class TestTable:
             "coarsened": {
                 "1024x1024x1024": (config_name(COARSENED.configs[4]), 1),
                 "1024x1024x16384": (config_name(DEFAULT), 4),
+                "1024x1024x1024-unaligned": (config_name(COARSENED.configs[1]), 1),
                 "64x64x64": ("BM999-gone", 1),
             },
         }
     }
 
-    def test_lookup_by_class(self):
-        """A shape in a tuned class gets the table's configuration and split count."""
-        choice = from_table(COARSENED, 1000, 1100, 1024, H200, self.SYNTHETIC)
+    def test_lookup_by_shape(self):
+        """A tuned shape gets the table's configuration and split count; its neighbours do not."""
+        choice = from_table(COARSENED, 1024, 1024, 1024, H200, self.SYNTHETIC)
         assert (choice.config, choice.splits, choice.source) == (COARSENED.configs[4], 1, "table")
         assert from_table(COARSENED, 1024, 1024, 16384, H200, self.SYNTHETIC).splits == 4
+        assert from_table(COARSENED, 1000, 1100, 1024, H200, self.SYNTHETIC) is None
 
-    def test_unaligned_takes_the_scalar_entry(self):
-        """Unaligned operands look up the -scalar class, as the kernel then loads scalars."""
-        tables = {
-            "NVIDIA H200": {
-                **self.SYNTHETIC["NVIDIA H200"],
-                "coarsened": {
-                    "1024x1024x1024": (config_name(COARSENED.configs[4]), 1),
-                    "1024x1024x1024-scalar": (config_name(COARSENED.configs[1]), 1),
-                },
-            }
-        }
-        aligned = from_table(COARSENED, 1024, 1024, 1024, H200, tables)
-        unaligned = from_table(COARSENED, 1024, 1024, 1024, H200, tables, aligned=False)
-        assert aligned.config == COARSENED.configs[4]
+    def test_unaligned_takes_its_own_entry(self):
+        """Unaligned operands look up the -unaligned entry, as the kernel then loads differently."""
+        unaligned = from_table(COARSENED, 1024, 1024, 1024, H200, self.SYNTHETIC, aligned=False)
         assert unaligned.config == COARSENED.configs[1]
 
+    def test_same_architecture_borrows_and_says_so(self):
+        """An untuned GPU with the H200's architecture and multiprocessor count (an H100 SXM) uses
+        the H200's entry, and its source names whose it is."""
+        h100 = Gpu("NVIDIA H100 80GB HBM3", "90", 132)
+        choice = from_table(COARSENED, 1024, 1024, 1024, h100, self.SYNTHETIC)
+        assert choice.config == COARSENED.configs[4]
+        assert choice.source == "table of the NVIDIA H200"
+
     def test_misses_fall_back(self):
-        """Another GPU, a partitioned one, an untuned class or a config no longer registered: None."""
-        assert (
-            from_table(COARSENED, 1024, 1024, 1024, Gpu("NVIDIA H100", "90", 132), self.SYNTHETIC)
-            is None
-        )
-        assert (
-            from_table(COARSENED, 1024, 1024, 1024, Gpu("NVIDIA H200", "90", 16), self.SYNTHETIC)
-            is None
-        )
+        """Another architecture or SM count, a partitioned GPU, an untuned shape or a config no
+        longer registered: None."""
+        for gpu in [
+            Gpu("NVIDIA H100 PCIe", "90", 114),
+            Gpu("NVIDIA H200", "90", 16),
+            Gpu("NVIDIA A100", "80", 132),
+        ]:
+            assert from_table(COARSENED, 1024, 1024, 1024, gpu, self.SYNTHETIC) is None, gpu
         assert from_table(COARSENED, 8192, 8192, 8192, H200, self.SYNTHETIC) is None
         assert from_table(COARSENED, 64, 64, 64, H200, self.SYNTHETIC) is None
 
@@ -231,6 +246,16 @@ class TestTable:
         gpu = Gpu("Imaginary GPU", "99", 132)
         assert dispatch.choose(COARSENED, 1024, 1024, 16384, gpu).source == "heuristic"
         assert dispatch.choose(VARIANTS["naive"], 5, 5, 5, gpu).config == VARIANTS["naive"].config
+
+    def test_use_table_false_is_the_heuristic(self):
+        """use_table=False gives what a GPU without a table runs, even on a tuned shape."""
+        for shape_key in TABLES.get("NVIDIA H200", {}).get("coarsened", {}):
+            if shape_key.endswith("-unaligned"):
+                continue
+            shape = tuple(int(d) for d in shape_key.split("x"))
+            off = dispatch.choose(COARSENED, *shape, H200, use_table=False)
+            assert off == heuristic(COARSENED, *shape, 132)
+            assert dispatch.choose(COARSENED, *shape, H200).source == "table"
 
 
 def test_sanitizer_covers_every_choice():
