@@ -134,18 +134,29 @@ def from_table(
     return Choice(config, effective_splits(variant, config, k, splits), "table")
 
 
-def choose(variant: Variant, m: int, n: int, k: int, gpu: Gpu, aligned: bool = True) -> Choice:
+def choose(
+    variant: Variant,
+    m: int,
+    n: int,
+    k: int,
+    gpu: Gpu,
+    aligned: bool = True,
+    use_table: bool = True,
+) -> Choice:
     """The configuration and split count for (M, N, K) on ``gpu``: the table's, else the
-    heuristic's. ``aligned``: every operand 16-byte aligned (see ``shape_class``)."""
+    heuristic's. ``aligned``: every operand 16-byte aligned (see ``shape_class``).
+    ``use_table=False``: the heuristic's alone, as on a GPU the table does not know."""
     if not variant.dispatch:
         return Choice(variant.config, 1, "heuristic")
-    return _choose_registered(variant.name, m, n, k, gpu, aligned)
+    return _choose_registered(variant.name, m, n, k, gpu, aligned, use_table)
 
 
 @functools.lru_cache(maxsize=4096)  # keyed by name: a Variant holds unhashable mappings
-def _choose_registered(name: str, m: int, n: int, k: int, gpu: Gpu, aligned: bool) -> Choice:
+def _choose_registered(
+    name: str, m: int, n: int, k: int, gpu: Gpu, aligned: bool, use_table: bool = True
+) -> Choice:
     variant = VARIANTS[name]
-    tuned = from_table(variant, m, n, k, gpu, aligned=aligned)
+    tuned = from_table(variant, m, n, k, gpu, aligned=aligned) if use_table else None
     return tuned or heuristic(variant, m, n, k, gpu.sm_count)
 
 
