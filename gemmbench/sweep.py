@@ -266,13 +266,15 @@ def run(
     warmup: int,
     bench=measure,
     timer=None,
-    progress=sys.stderr,
-    out=sys.stdout,
+    progress=None,
+    out=None,
     on_shape: Callable[[list[dict]], None] | None = None,
 ) -> list[dict]:
     """Measure every shape (progress on ``progress``, one row each on ``out``), calling
     ``on_shape`` with all records so far after each; returns the records."""
     timer = measure.new_timer() if timer is None else timer
+    progress = sys.stderr if progress is None else progress
+    out = sys.stdout if out is None else out
     records: list[dict] = []
     print(format_header(baseline, columns), file=out, flush=True)
     for index, shape in enumerate(shapes, 1):
