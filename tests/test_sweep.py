@@ -225,6 +225,47 @@ class TestModes:
             for g, s in tuned
         )
 
+    @pytest.mark.parametrize("mode", ["table", "heuristic"])
+    def test_prepare_pins_the_choice(self, monkeypatch, mode):
+        """measure.prepare(dispatch=MODE) asks gemm.dispatch.choose with the table or without it
+        and hands that configuration and split count to gemm.matmul, at the check and in the
+        launch (a stand-in CuPy: this runs without a GPU)."""
+        import gemm
+
+        gpu = dispatch.Gpu("NVIDIA H200", "90", 132)
+        asked, calls = [], []
+        real_choose = dispatch.choose
+
+        def choose(variant, m, n, k, on, aligned=True, use_table=True):
+            asked.append(use_table)
+            return real_choose(variant, m, n, k, on, aligned, use_table)
+
+        stream = types.SimpleNamespace(synchronize=lambda: None)
+        cupy = types.SimpleNamespace(
+            full=lambda *a, **k: "C",
+            nan=float("nan"),
+            float32="float32",
+            cuda=types.SimpleNamespace(get_current_stream=lambda: stream),
+        )
+        monkeypatch.setitem(sys.modules, "cupy", cupy)
+        monkeypatch.setattr(dispatch, "choose", choose)
+        monkeypatch.setattr(dispatch, "current_gpu", lambda: gpu)
+        monkeypatch.setattr(measure, "inputs", lambda m, n, k: ("A", "B"))
+        monkeypatch.setattr(measure, "relative_error", lambda c, m, n, k: 0.0)
+        monkeypatch.setattr(gemm, "matmul", lambda *a, **k: calls.append(k))
+        prepared = measure.prepare(
+            "coarsened", 4096, 4096, 4096, raise_if_wrong=False, dispatch=mode
+        )
+        prepared.launch()
+        assert asked == [mode == "table"]
+        expected = real_choose(
+            VARIANTS["coarsened"], 4096, 4096, 4096, gpu, use_table=mode == "table"
+        )
+        assert prepared.choice == expected
+        assert [(c["config"], c["splits"]) for c in calls] == [
+            (expected.config, expected.splits)
+        ] * 2
+
     def test_prepare_refuses_an_unknown_mode(self):
         """measure.prepare(dispatch=...) takes only the two modes."""
         pytest.importorskip("cupy")

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import sys
+
+import numpy
 import pytest
 import sweep_evidence
 import tuning_grid
@@ -60,3 +64,41 @@ def test_sweep_set_is_the_tuning_grid():
     """[tool.gemmbench.shapes] sweep is the study's 64-shape grid, in order, plus 10000³ and 16384³."""
     labels = [config.shape_label(s) for s in config.load().shape_set("sweep")]
     assert labels == [*tuning_grid.GRID, "10000x10000x10000", "16384x16384x16384"]
+
+
+def test_transpose_line(tmp_path, monkeypatch, capsys):
+    """The transposed-A step, with numpy standing in for CuPy and a timer whose transposed
+    launch takes 10% longer: it prints and records that ratio, and the results match."""
+    import gemm
+    from gemmbench import measure
+
+    rng = numpy.random.default_rng(0)
+    a, b = (rng.uniform(-1, 1, (64, 64)).astype(numpy.float32) for _ in range(2))
+    seen = []
+
+    def matmul(x, y, variant="coarsened", out=None):
+        seen.append(x.flags.c_contiguous)
+        out[...] = numpy.ascontiguousarray(x) @ y
+        return out
+
+    class Timer:
+        def samples(self, launch, *, repeat, warmup):
+            return [launch() for _ in range(warmup)][:0]
+
+        def time_once(self, launch):
+            launch()
+            return 1.1e-3 if not seen[-1] else 1e-3
+
+    monkeypatch.setitem(sys.modules, "cupy", numpy)
+    monkeypatch.setattr(gemm, "matmul", matmul)
+    monkeypatch.setattr(measure, "inputs", lambda m, n, k: (a, b))
+    monkeypatch.setattr(measure, "relative_error", lambda c, m, n, k: 0.0)
+    monkeypatch.setattr(measure, "new_timer", lambda *args, **kw: Timer())
+    path = tmp_path / "transpose.json"
+    code = sweep_evidence.main(["transpose", str(path), "--size", "64", "--repeat", "3"])
+    assert code == 0, capsys.readouterr().err
+    payload = json.loads(path.read_text())
+    assert payload["transposed_equals_contiguous"]
+    assert payload["ratio_contiguous_over_transposed"] == pytest.approx(1 / 1.1)
+    assert "the copy costs 10.0%" in capsys.readouterr().out
+    assert False in seen and True in seen  # the view reached matmul as a view
