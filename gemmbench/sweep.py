@@ -167,15 +167,18 @@ def summarize(records: list[dict], columns) -> dict:
     def stats(keep) -> list[dict]:
         rows = []
         for variant, mode in columns:
-            ratios = [
-                r["ratio"]
+            mine = [
+                r
                 for r in records
                 if r["variant"] == variant
                 and r["dispatch"] == mode
                 and r["ratio"] is not None
                 and keep(r["dims"])
             ]
+            ratios = [r["ratio"] for r in mine]
             row = {"variant": variant, "dispatch": mode, "n": len(ratios)}
+            if mode == "table":  # how many of them the table had an entry for
+                row["from_table"] = sum(r.get("source") == "table" for r in mine)
             if ratios:
                 row.update(
                     min=min(ratios), p10=percentile(ratios, 10), median=percentile(ratios, 50)
@@ -230,7 +233,8 @@ def format_summary(summary: dict, baseline: str) -> str:
     ]
     for row in summary["distribution"]:
         label = column_label(row["variant"], row["dispatch"])
-        lines.append(f"{label:>24} {row['n']:>4}{fmt(row, ('min', 'p10', 'median'))}")
+        tuned = f"  ({row['from_table']} of them from the table)" if "from_table" in row else ""
+        lines.append(f"{label:>24} {row['n']:>4}{fmt(row, ('min', 'p10', 'median'))}{tuned}")
     outside = summary["outside_scope_shapes"]
     if not outside:
         lines.append(f"outside the scope (M or N below {summary['scope_min']}): none measured")

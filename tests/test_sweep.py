@@ -380,7 +380,8 @@ class TestMain:
         assert "coarsened table" in out and sweep.SCOPE in out
         payload = json.loads(path.read_text())
         assert payload["complete"] and len(payload["records"]) == 6
-        assert payload["summary"]["distribution"][0]["median"] == pytest.approx(0.8)
+        table = payload["summary"]["distribution"][0]
+        assert table["median"] == pytest.approx(0.8) and table["from_table"] == 2
 
     def test_interrupt_keeps_what_was_measured(self, tmp_path, capsys):
         """Ctrl-C during the third shape: exit 130, the JSON holds the first two shapes."""
@@ -405,7 +406,8 @@ class TestMain:
         """Where the table has no entry, the table column says so (*)."""
         args = sweep_args("256", "--repeat", "1")
         assert run_main(args, FakeBench(GEMM_TIMES, source="heuristic")) == exitcodes.OK
-        assert "0.800*" in capsys.readouterr().out
+        out = capsys.readouterr().out
+        assert "0.800*" in out and "(0 of them from the table)" in out
 
     def test_no_gpu(self, monkeypatch, capsys, tmp_path):
         """No usable GPU: exit 4 in one line, nothing measured and no JSON."""
