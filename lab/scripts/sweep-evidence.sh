@@ -6,7 +6,7 @@
 # has its own timeout (SIGINT: the sweep prints and keeps what it measured); ~4 minutes in all.
 # Usage: lab/scripts/sweep-evidence.sh OUTDIR [--dry-run]
 #   env: REPEAT=7, WARMUP=2 (per launch, interleaved), RANDOM_N=40, SEED=7,
-#        SWEEP_S=300, RANDOM_S=200, TRANSPOSE_S=60 (the timeouts)
+#        SWEEP_S=270, RANDOM_S=170, TRANSPOSE_S=60 (the timeouts; all together stay under 10 minutes)
 #   --dry-run: print the time estimate and the commands, measure nothing (no GPU needed)
 # OUTDIR gets gpu.csv, commit.txt, estimate.txt, sweep.json/txt, random.json/txt (with
 # *-progress.log) and transpose.json/txt.
@@ -26,7 +26,7 @@ case ${2:-} in
 esac
 positive() { [[ $2 =~ ^[1-9][0-9]*$ ]] || { echo "sweep-evidence: $1=$2 is not a positive whole number" >&2; exit 2; }; }
 repeat=${REPEAT:-7}; warmup=${WARMUP:-2}; random_n=${RANDOM_N:-40}; seed=${SEED:-7}
-sweep_s=${SWEEP_S:-300}; random_s=${RANDOM_S:-200}; transpose_s=${TRANSPOSE_S:-60}
+sweep_s=${SWEEP_S:-270}; random_s=${RANDOM_S:-170}; transpose_s=${TRANSPOSE_S:-60}
 positive REPEAT "$repeat"; positive RANDOM_N "$random_n"
 positive SWEEP_S "$sweep_s"; positive RANDOM_S "$random_s"; positive TRANSPOSE_S "$transpose_s"
 [[ $warmup =~ ^[0-9]+$ ]] || { echo "sweep-evidence: WARMUP=$warmup is not a whole number" >&2; exit 2; }
