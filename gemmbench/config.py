@@ -23,8 +23,8 @@ Keys (all optional but ``package``; docs/adopt.md shows a whole table):
 - ``thresholds``: the file of speed-up floors and gate settings (default ``"thresholds.toml"``).
 - ``[tool.gemmbench.shapes]``: named lists of shapes, each "N" (a cube), "AxB" or "AxBxC":
   ``suite`` (asv; append only: asv keys history by these labels), ``gate`` (offered to the
-  gate), ``tune`` and ``report`` (the defaults of those commands). Missing lists fall back to
-  ``suite``.
+  gate), ``tune``, ``report`` and ``sweep`` (the defaults of those commands; ``sweep`` is
+  ``report --sweep``'s). Missing lists fall back to ``suite``.
 - ``[tool.gemmbench.budgets]``: the compile test's resource budgets: ``arch``,
   ``max_registers`` (any kernel without its own entry), ``max_spill_bytes``,
   ``max_stack_frame_bytes``, ``max_shared_bytes``, and a ``registers`` table per kernel.
@@ -51,7 +51,7 @@ except ModuleNotFoundError:  # Python 3.10
 
 ENV = "GEMMBENCH_CONFIG"
 HARNESS_PYPROJECT = Path(__file__).resolve().parent.parent / "pyproject.toml"
-SHAPE_SETS = ("suite", "gate", "tune", "report")
+SHAPE_SETS = ("suite", "gate", "tune", "report", "sweep")
 
 Shape = tuple[int, ...]
 

@@ -40,6 +40,9 @@ UNIT_ROUNDOFF = 2.0**-24
 # resident, which a GEMM inside a real model does not get either, and the tools agree.
 L2_POLICY = timing.L2_POLICY
 PURPOSES = ("comparison", "tuning")
+# How ``prepare(dispatch=...)`` picks a dispatching variant's configuration: the GPU's tuning
+# table (else the heuristic), or the heuristic alone, as a GPU without a table entry runs.
+DISPATCH_MODES = ("table", "heuristic")
 
 
 class WrongResult(AssertionError):
@@ -105,6 +108,7 @@ class Prepared:
     launch: Callable[[], object]
     error: float
     bound: float
+    choice: object = None  # gemm.dispatch's Choice where ``dispatch`` asked for one
 
     @property
     def flops(self) -> int:
@@ -112,7 +116,14 @@ class Prepared:
 
 
 def prepare(
-    variant: str, m: int, n: int, k: int, *, raise_if_wrong: bool = True, **options
+    variant: str,
+    m: int,
+    n: int,
+    k: int,
+    *,
+    raise_if_wrong: bool = True,
+    dispatch: str | None = None,
+    **options,
 ) -> Prepared:
     """Compile ``variant``, check it once against the reference, and return its launch.
 
@@ -120,11 +131,30 @@ def prepare(
     check fails, so a kernel that is fast because it is wrong is never timed. With
     ``raise_if_wrong=False`` the caller gets the error and the bound and must not time it.
     ``options`` go to ``gemm.matmul`` as they are (e.g. ``config=``, ``splits=`` for tuning).
+    ``dispatch`` (one of DISPATCH_MODES) fixes the configuration and split count as
+    ``gemm.dispatch.choose`` picks them with the table or without it, and keeps the choice.
     """
     import cupy
 
     from gemm import matmul
 
+    choice = None
+    if dispatch is not None:
+        if dispatch not in DISPATCH_MODES:
+            raise ValueError(f"unknown dispatch {dispatch!r}; use one of {DISPATCH_MODES}")
+        from gemm import dispatch as gemm_dispatch
+        from gemm import get_variant
+
+        # Fresh CuPy arrays are 16-byte aligned: the class is the shape's own.
+        choice = gemm_dispatch.choose(
+            get_variant(variant),
+            m,
+            n,
+            k,
+            gemm_dispatch.current_gpu(),
+            use_table=dispatch == "table",
+        )
+        options = {**options, "config": choice.config, "splits": choice.splits}
     a, b = inputs(m, n, k)
     out = cupy.full((m, n), cupy.nan, dtype=cupy.float32)  # poison: unwritten elements stay NaN
     matmul(a, b, variant=variant, out=out, **options)  # the first call compiles
@@ -137,7 +167,7 @@ def prepare(
         )
     cupy.cuda.get_current_stream().synchronize()
     launch = functools.partial(matmul, a, b, variant=variant, out=out, **options)
-    return Prepared(variant, m, n, k, launch, error, bound)
+    return Prepared(variant, m, n, k, launch, error, bound, choice)
 
 
 def flops(m: int, n: int, k: int) -> int:

@@ -1,6 +1,9 @@
 """The speed-up report: every variant checked and timed by the harness, as a table of speed-ups.
 
     python -m gemmbench report [N | MxNxK ...] [--variants V ...] [--repeat R] [--warmup W] [--json PATH]
+    python -m gemmbench report --sweep [N | MxNxK ... | --random N [--seed S]] [options as above]
+
+``--sweep`` prints the distribution of variant ÷ baseline over a shape set (gemmbench.sweep).
 
 Variants, default shapes and the baseline come from ``[tool.gemmbench]`` (gemmbench.config).
 Inputs and the correctness check are the configured ``bench`` module's (``gemmbench.measure`` for
@@ -12,12 +15,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import secrets
 import statistics
 import sys
 import time
 
 from . import config as config_mod
-from . import exitcodes, measure
+from . import exitcodes, measure, sweep
 from . import machine as gpu_machine
 from .cli import OneLineErrorParser, cannot_write
 
@@ -70,6 +74,21 @@ def _parser(variants: list[str]) -> OneLineErrorParser:
     p.add_argument("--repeat", type=int, default=20, help="timed launches per variant (median)")
     p.add_argument("--warmup", type=int, default=3, help="untimed launches first")
     p.add_argument("--json", metavar="PATH", help="also write the figures as JSON to PATH")
+    p.add_argument(
+        "--sweep",
+        action="store_true",
+        help="ratio to the baseline of each dispatching variant, with its tuning table and "
+        "without, over the shapes given or [tool.gemmbench.shapes] sweep, and their "
+        "distribution (min, 10th percentile, median)",
+    )
+    p.add_argument(
+        "--random",
+        type=int,
+        metavar="N",
+        help=f"with --sweep: N random shapes instead, each size log-uniform from "
+        f"{sweep.RANDOM_RANGE[0]} to {sweep.RANDOM_RANGE[1]}, half with N or K not a multiple of 4",
+    )
+    p.add_argument("--seed", type=int, help="--random's seed (default: a new one, printed)")
     return p
 
 
@@ -91,10 +110,22 @@ def parse_args(argv: list[str], variants: list[str]) -> argparse.Namespace:
             parser.error(f"unknown variant {item!r}; use one of {', '.join(variants)}")
     if args.variants is not None and not chosen:
         parser.error(f"--variants names no variant; use one of {', '.join(variants)}")
+    args.variants_named = args.variants is not None
     args.variants = list(dict.fromkeys(chosen))
-    args.shapes = shapes or list(config_mod.load().shape_set("report"))
     if args.repeat < 1 or args.warmup < 0:
         parser.error("--repeat must be ≥ 1 and --warmup ≥ 0")
+    if args.random is not None or args.seed is not None:
+        if not args.sweep or args.random is None:
+            parser.error("--random goes with --sweep, and --seed with --random")
+        if args.random < 1 or shapes:
+            parser.error("--random N needs N ≥ 1 and replaces the shapes; give one or the other")
+        if args.seed is None:
+            args.seed = secrets.randbelow(2**31)
+        elif args.seed < 0:
+            parser.error("--seed must be ≥ 0")
+        dims = max(config_mod.load().shape_dims)
+        shapes = sweep.draw_random(args.random, args.seed, dims)
+    args.shapes = shapes or list(config_mod.load().shape_set("sweep" if args.sweep else "report"))
     return args
 
 
@@ -205,6 +236,9 @@ def main(argv: list[str] | None = None) -> int:
         args = parse_args(sys.argv[1:] if argv is None else list(argv), registered)
     except SystemExit as exc:  # argparse printed the usage and the reason
         return exc.code if isinstance(exc.code, int) else exitcodes.USAGE
+    if args.sweep and not config.baseline:
+        print(f"gemmbench report: --sweep needs a baseline in {config.path}", file=sys.stderr)
+        return exitcodes.USAGE
     if args.json and (why := cannot_write(args.json, "--json")):
         print(f"gemmbench report: {why}", file=sys.stderr)
         return exitcodes.USAGE
@@ -212,6 +246,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"gemmbench report: no usable NVIDIA GPU: {why}", file=sys.stderr)
         return exitcodes.INFRASTRUCTURE
     baseline = config.baseline
+    if args.sweep:
+        return sweep.main(args, config, device_description)
     variants = list(dict.fromkeys([baseline, *args.variants] if baseline else args.variants))
     first = next((v for v in variants if v != baseline), None)
     started = time.time()
