@@ -22,7 +22,7 @@ SPLIT_LAUNCH_S = 3e-6  # the extra launch of the sum pass
 SPLIT_BYTES_PER_S = 3e12  # the sum pass reads each slice and writes C once
 # K is split into at most MAX_SPLITS slices, each at least MIN_SLICE_K deep.
 SPLIT_CANDIDATES = (1, 2, 3, 4, 6, 8, 12, 16)
-MIN_SLICE_K = 256
+MIN_SLICE_K = 128
 MAX_SPLITS = SPLIT_CANDIDATES[-1]
 
 
