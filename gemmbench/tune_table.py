@@ -97,7 +97,7 @@ def markdown(gpu: dispatch.Gpu, tuned: str, rows: list[dict], winners: dict, arg
     ]
     variant = VARIANTS["coarsened"]
     for klass, (name, splits) in winners.items():
-        m, n, k = (int(d) for d in klass.removesuffix("-scalar").split("x"))
+        m, n, k = (int(d) for d in klass.removesuffix("-unaligned").split("x"))
         guess = dispatch.heuristic(variant, m, n, k, gpu.sm_count)
         lines.append(
             f"| {klass} | {name} | {splits} | {config_name(guess.config)} × {guess.splits} |"

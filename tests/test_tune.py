@@ -58,9 +58,9 @@ class TestPick:
         rows = [row((1024, 1024, 16384), "A", 1, 2.0), row((1024, 1024, 16384), "A", 3, 1.0)]
         assert tune_table.pick(rows) == {"1024x1024x16384": ("A", 3)}
 
-    def test_geometric_mean_over_a_class(self):
-        """2048³ and 2100×2048×2048 share a class: the candidate best over both wins, not the
-        best on one. 2049³ (the scalar path) is a class of its own."""
+    def test_each_shape_its_own_winner(self):
+        """Each tuned shape keeps its own winner: 2100×2048×2048 is not filed with 2048³, and
+        2049³ (unaligned loads) is marked as such."""
         rows = [
             row((2048, 2048, 2048), "A", 1, 1.00),
             row((2048, 2048, 2048), "B", 1, 1.05),
@@ -70,8 +70,9 @@ class TestPick:
             row((2049, 2049, 2049), "B", 1, 1.70),
         ]
         assert tune_table.pick(rows) == {
-            "2048x2048x2048": ("B", 1),
-            "2048x2048x2048-scalar": ("A", 1),
+            "2048x2048x2048": ("A", 1),
+            "2100x2048x2048": ("B", 1),
+            "2049x2049x2049-unaligned": ("A", 1),
         }
 
     def test_tie_prefers_fewer_splits(self):
@@ -167,7 +168,7 @@ class TestCommandLine:
         deep = len(tune.candidates(COARSENED, 1024, 1024, 16384, 132))
         odd = len(tune.candidates(COARSENED, 2049, 2049, 2049, 132))
         assert f"1024x1024x16384 (1024x1024x16384): {deep}:" in done.stdout
-        assert f"2049x2049x2049 (2048x2048x2048-scalar): {odd}:" in done.stdout
+        assert f"2049x2049x2049 (2049x2049x2049-unaligned): {odd}:" in done.stdout
 
     def test_dry_run_counts_launches(self):
         """--dry-run's last line counts candidates, cuBLAS and launches, for a time estimate."""
@@ -243,7 +244,7 @@ class TestRepick:
             r.update(repeat=20, warmup=2)
         return rows
 
-    def test_repick_splits_the_scalar_class(self, tmp_path):
+    def test_repick_keeps_the_unaligned_shape_apart(self, tmp_path):
         """2048³ and 2049³ get their own winners; the stamp is the one given."""
         import json
 
@@ -267,7 +268,7 @@ class TestRepick:
         exec(table.read_text(), namespace)
         (entry,) = namespace["TABLES"].values()
         assert entry["coarsened"]["2048x2048x2048"] == (self.A, 1)
-        assert entry["coarsened"]["2048x2048x2048-scalar"] == (self.B, 1)
+        assert entry["coarsened"]["2049x2049x2049-unaligned"] == (self.B, 1)
         assert entry["tuned"] == "2026-01-01 at abc1234"
         assert "Re-picked without a GPU" in doc.read_text()
 
