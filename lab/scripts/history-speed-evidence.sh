@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # Evidence of history's speed with the default suite on one GPU: wall time and phases per commit,
 # the agreement of same-code commits, and a planted step as asv stores and plots it.
-# In a throwaway repository made from this working tree (branch main): c0 a comment on the
-# snapshot, c1 c2 comment only, c3 plants DELAY cycles a block in the coarsened kernel
-# (lab/scripts/slowdown.py delay), c4 c5 comment only (the plant stays). Then `gemmbench machine`
-# and `gemmbench history` of c0..c5 (every benchmark), interrupted with SIGINT after BUDGET_S
-# seconds if it is not done (history keeps every commit stored so far; the summary says which
-# are missing); then history_speed_table.py's spreads and step, `asv publish`, and .asv/results
-# and .asv/html copied to OUTDIR/asv-results and OUTDIR/asv-html.
+# In a throwaway repository made from this working tree (branch main), COMMITS commits: c0 a
+# comment on the snapshot, then comments only, except cPLANT, which plants DELAY cycles a block in
+# the coarsened kernel (lab/scripts/slowdown.py delay; the plant stays in the later commits).
+# Then `gemmbench machine` and `gemmbench history` of c0..cN with every benchmark, interrupted
+# with SIGINT after BUDGET_S seconds if not done: history keeps each commit stored so far, and
+# the table names the ones missing. With the plant early (c2), the step and a same-code pair
+# before it are stored even at ~100 s a commit; at ~50 s all six are. Then the spreads and step
+# (history_speed_table.py), `asv publish`, and .asv/results and .asv/html copied to
+# OUTDIR/asv-results and OUTDIR/asv-html.
 # Usage: lab/scripts/history-speed-evidence.sh OUTDIR [--dry-run]
-#   env: GEMM_PYTHON (python3), DELAY (24000 cycles), COMMITS (6), BUDGET_S (300)
+#   env: GEMM_PYTHON (python3), DELAY (24000 cycles), COMMITS (6), PLANT (2), BUDGET_S (320)
 #   --dry-run: only the repository, its commits and the commands, no GPU (CPU test of the script)
 # Writes OUTDIR/summary.txt, history.txt (timestamped), spread.txt, machine.txt, publish.txt.
 set -uo pipefail
@@ -25,8 +27,8 @@ mkdir -p "$out" && out=$(cd "$out" && pwd) || exit 1
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 PY=${GEMM_PYTHON:-python3}
 [[ $PY == */* ]] && PY=$(cd "$(dirname "$PY")" && pwd)/$(basename "$PY")  # the script changes folder
-delay=${DELAY:-24000} ncommits=${COMMITS:-6} budget=${BUDGET_S:-300}
-plant=3 machine=h200-history-speed
+delay=${DELAY:-24000} ncommits=${COMMITS:-6} plant=${PLANT:-2} budget=${BUDGET_S:-320}
+machine=h200-history-speed
 started=$SECONDS
 note() { echo "$*" | tee -a "$out/summary.txt"; }
 stamp() { "$PY" -u -c 'import sys, time
@@ -39,7 +41,7 @@ trap 'rm -rf "$work"' EXIT
 # shellcheck source=lab/scripts/_snapshot.sh
 source "$repo/lab/scripts/_snapshot.sh"
 cd "$repo" || exit 1
-note "commit $(git rev-parse --short HEAD 2>/dev/null) $(git status --porcelain 2>/dev/null | wc -l) changed files; DELAY $delay, COMMITS $ncommits, BUDGET_S $budget"
+note "commit $(git rev-parse --short HEAD 2>/dev/null) $(git status --porcelain 2>/dev/null | wc -l) changed files; DELAY $delay, COMMITS $ncommits, PLANT $plant, BUDGET_S $budget"
 snapshot_repo "$work/hist" history-speed >/dev/null || { echo "history-speed-evidence: snapshot failed" >&2; exit 1; }
 g branch -m base main  # asv.conf.json measures main
 shas=()
@@ -74,7 +76,7 @@ fi
 t0=$SECONDS
 timeout -s INT -k 30 "$budget" "${history[@]}" 2>&1 | stamp >"$out/history.txt"
 rc=${PIPESTATUS[0]}
-note "history of ${#shas[@]} commits, default suite: exit $rc in $((SECONDS - t0)) s (budget $budget s)"
+note "history of ${#shas[@]} commits, default suite: exit $rc$( ((rc == 124)) && echo ' (stopped at the budget)') in $((SECONDS - t0)) s (budget $budget s)"
 grep -E ': time: |stored in|not reinstalled|commits stored|WARNING|interrupted|exited' "$out/history.txt" | tee -a "$out/summary.txt"
 "$PY" "$repo/lab/scripts/history_speed_table.py" "$clone/.asv/results/$machine" "$plant" "${shas[@]}" >"$out/spread.txt" 2>&1
 note "spreads and step: $out/spread.txt"; cat "$out/spread.txt"

@@ -24,22 +24,24 @@ def test_usage(args, tmp_path):
     assert not (tmp_path / "out").exists()
 
 
-def test_dry_run(tmp_path):
-    """The dry run makes the six commits as the GPU run does: c3 alone changes the package (the
-    planted kernel), so c1, c2 and c4, c5 share their predecessor's gemm tree; it names the two
-    commands and finds no results."""
-    done = bash(SCRIPT, str(tmp_path / "out"), "--dry-run")
+@pytest.mark.parametrize(("env", "plant"), [({}, 2), ({"PLANT": "3"}, 3)])
+def test_dry_run(tmp_path, env, plant):
+    """The dry run makes the six commits as the GPU run does: the plant alone changes the package
+    (the delayed kernel), so every other commit shares its predecessor's gemm tree; it names the
+    two commands and finds no results."""
+    done = bash(SCRIPT, str(tmp_path / "out"), "--dry-run", **env)
     assert done.returncode == 0, done.stdout + done.stderr
     summary = (tmp_path / "out" / "summary.txt").read_text()
     commits = re.findall(r"^c(\d) ([0-9a-f]{8}) gemm tree ([0-9a-f]{12}): (.*)$", summary, re.M)
     assert [int(c[0]) for c in commits] == list(range(6))
     trees = [c[2] for c in commits]
-    assert trees[0] == trees[1] == trees[2] != trees[3] == trees[4] == trees[5]
-    assert "24000-cycle delay" in commits[3][3] and "comment only" in commits[4][3]
+    assert len(set(trees[:plant])) == 1 and len(set(trees[plant:])) == 1
+    assert trees[plant - 1] != trees[plant]
+    assert "24000-cycle delay" in commits[plant][3]
+    assert all("comment only" in c[3] for i, c in enumerate(commits) if i != plant)
     assert "gemmbench machine --name h200-history-speed" in summary
-    assert re.search(
-        r"timeout -s INT -k 30 300 \S+ -m gemmbench history [0-9a-f]{40}\.\.main", summary
-    )
+    command = r"timeout -s INT -k 30 320 \S+ -m gemmbench history [0-9a-f]{40}\.\.main"
+    assert re.search(command, summary)
     assert "no results stored" in (tmp_path / "out" / "spread.txt").read_text()
 
 
