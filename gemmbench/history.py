@@ -253,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
         "--asv-arg",
         action="append",
         default=[],
-        help="extra argument for `asv run` (repeatable), e.g. --asv-arg=-a --asv-arg=rounds=1",
+        help="extra argument for `asv run` (repeatable), e.g. --asv-arg=-a --asv-arg=repeat=60",
     )
     measured = harness_config.load().package  # [tool.gemmbench] package
     parser.add_argument(

@@ -28,7 +28,7 @@ VARIANT_NAMES = CONFIG.variant_names()
 BASELINE = CONFIG.baseline
 
 # Samples the track_* figures take in their own process (they record one number, no samples).
-# asv runs a track once per commit (rounds are for time_* only); docs/benchmarks.md says why 31.
+# asv runs a track once per commit (its rounds are for time_* benchmarks only).
 TRACK_SAMPLES = 31
 
 # asv's forkserver imports this module once per commit and forks one benchmark process from it
