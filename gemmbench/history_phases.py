@@ -23,7 +23,10 @@ PHASE_WORDS = {
     "inputs": "inputs",  # seeded inputs on the device
     "prepare": "launch+check",  # first launch (compile or load) and the float64 check
     "measure": "warm-up+samples",  # asv's warm-up, the samples, a track's own launches
+    "state": "GPU state",  # reading the GPU's state for the run log, after the samples
 }
+# Seconds a process spent after its phases, logged beside them (not a mark of this module).
+AFTER = ("state",)
 
 _started: float | None = None
 _marks: dict[str, float] = {}
@@ -117,8 +120,9 @@ def summarize(
     install_s: float | None,
 ) -> str:
     """One line: install, asv start (asv launched -> first process), N processes with their mean
-    phases and the mean gap between one process's end and the next one's start on the same GPU
-    (exit, asv's bookkeeping, the next launch), asv's end after the last, and the total.
+    phases, the GPU-state reading after them, and the mean gap from there to the next process's
+    start on the same GPU (exit, asv's bookkeeping, the next launch), asv's end after the last,
+    and the total.
 
     ``entries`` are the run log's lines; those before ``since`` or without phases are ignored.
     ``install_s`` None means the install was skipped.
@@ -137,7 +141,7 @@ def summarize(
     parts.append(f"{len(runs)} processes")
     if runs:
         means = []
-        for phase in PHASES:
+        for phase in (*PHASES, *AFTER):
             values = [r[phase] for r in runs if isinstance(r.get(phase), (int, float))]
             if values:
                 means.append(f"{PHASE_WORDS[phase]} {sum(values) / len(values):.2f}")
@@ -151,11 +155,13 @@ def summarize(
 
 
 def _gaps(runs: list[Mapping]) -> list[float]:
-    """Seconds from each process's end to the next start, per GPU (runs on several GPUs overlap)."""
+    """Seconds from each process's last work to the next start, per GPU (runs on several GPUs
+    overlap)."""
     by_gpu: dict = {}
     for run in runs:
         if isinstance(run.get("started"), (int, float)):
-            by_gpu.setdefault(run.get("gpu"), []).append((run["started"], run["ended"]))
+            done = run["ended"] + (run.get("state") or 0.0)
+            by_gpu.setdefault(run.get("gpu"), []).append((run["started"], done))
     gaps = []
     for spans in by_gpu.values():
         spans.sort()

@@ -120,10 +120,12 @@ def _write_run_log() -> None:
         **_process_notes,
         "phases": phases,
     }
+    reading = time.time()
     try:
         entry["gpu_state"] = importlib.import_module("gemmbench.machine").gpu_state()
     except Exception as exc:  # the log must never fail the benchmark it describes
         entry["gpu_state_error"] = str(exc)
+    phases["state"] = time.time() - reading
     path = Path(os.environ["GEMMBENCH_RUN_LOG_DIR"]) / f"{commit[:8]}-run-log.jsonl"
     with open(path, "a", encoding="utf-8") as log:
         log.write(json.dumps(entry, sort_keys=True) + "\n")

@@ -256,7 +256,8 @@ def test_run_log_written_however_the_process_ends(tmp_path, how):
     (entry,) = [json.loads(line) for line in (tmp_path / "01234567-run-log.jsonl").open()]
     assert entry["pid"] == said["child"] and entry["variant"] == "naive"
     phases = entry["phases"]
-    assert phases["started"] <= phases["ended"] and phases["start"] >= 0
+    assert phases["started"] <= phases["ended"] and phases["start"] >= 0 and phases["state"] >= 0
+    assert "gpu_state" in entry or "gpu_state_error" in entry
     if how == "fork":  # the fork is the process's start
         assert phases["started"] >= said["before"]
     else:  # the kernel's start time, before the script's first line

@@ -572,11 +572,12 @@ class TestPhaseSummary:
         }
 
     def test_mean_phases_gaps_and_totals(self):
-        """Means of each phase, the gaps between processes on one GPU (not across GPUs, whose
-        processes overlap), asv's start and end, and the total; older lines are left out."""
+        """Means of each phase, the GPU-state reading, the gaps from there to the next process
+        on one GPU (not across GPUs, whose processes overlap), asv's start and end, and the
+        total; older lines are left out."""
         entries = [
             self.entry(90.0, 91.0, when=91.0, start=0.5),  # an earlier run of the commit
-            self.entry(102.0, 104.0, "A", start=0.2, context=0.3, measure=1.5),
+            self.entry(102.0, 104.0, "A", start=0.2, context=0.3, measure=1.5, state=0.1),
             self.entry(104.5, 105.5, "A", start=0.4, context=0.1, measure=0.5),
             self.entry(102.5, 106.0, "B", start=0.3, context=0.2, measure=3.0),
             {"time": 103.0, "kind": "code"},  # not a benchmark process
@@ -586,7 +587,8 @@ class TestPhaseSummary:
         )
         assert line == (
             "install 1.5 s; asv start 1.0 s; 3 processes; mean s per process: start 0.30, "
-            "context 0.20, warm-up+samples 1.67, between 0.50; asv end 1.0 s; total 7.0 s"
+            "context 0.20, warm-up+samples 1.67, GPU state 0.10, between 0.40; asv end 1.0 s; "
+            "total 7.0 s"
         )
 
     def test_skipped_install_and_no_phases(self):
