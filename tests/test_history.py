@@ -689,3 +689,17 @@ def test_forkserver_phases_and_skipped_install(tmp_path_factory):
         processes = [e for e in entries if "phases" in e]
         assert len({e["pid"] for e in processes}) == len(processes) == 3
         assert all(e["phases"]["measure"] >= 0.05 for e in processes)
+
+
+def test_install_key(tmp_path):
+    """The key changes with the package's files and with the build files, not with others."""
+    repo, shas, _ = make_project(tmp_path, BENCHMARKS, "base", [(1, 0.001), (2, 0.001)])
+    keys = [history_install.install_key(repo, sha, "tinypkg") for sha in shas]
+    assert keys[1] != keys[2]  # the package changed
+    for path, text in (("README", "notes\n"), ("pyproject.toml", PYPROJECT + "# built so\n")):
+        (repo / path).write_text(text)
+        git(repo, "add", ".")
+        git(repo, "commit", "-qm", f"change {path}")
+        keys.append(history_install.install_key(repo, git(repo, "rev-parse", "HEAD"), "tinypkg"))
+    assert keys[3] == keys[2]  # a README is not installed
+    assert keys[4] != keys[3]  # the build files decide what is
