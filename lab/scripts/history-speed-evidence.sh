@@ -5,9 +5,10 @@
 # comment on the snapshot, then comments only, except cPLANT, which plants DELAY cycles a block in
 # the coarsened kernel (lab/scripts/slowdown.py delay; the plant stays in the later commits).
 # Then `gemmbench machine` and `gemmbench history` of c0..cN with every benchmark, interrupted
-# with SIGINT after BUDGET_S seconds if not done: history keeps each commit stored so far, and
-# the table names the ones missing. With the plant early (c2), the step and a same-code pair
-# before it are stored even at ~100 s a commit; at ~50 s all six are. Then the spreads and step
+# with SIGINT after BUDGET_S seconds if not done (history stops asv within 30 s, keeping each
+# commit stored so far; a KILL follows at 45 s), and the table names the commits missing. With
+# the plant early (c2), the step and a same-code pair before it are stored even at ~100 s a
+# commit; at ~50 s all six are. Then the spreads and step
 # (history_speed_table.py), `asv publish`, and .asv/results and .asv/html copied to
 # OUTDIR/asv-results and OUTDIR/asv-html.
 # Usage: lab/scripts/history-speed-evidence.sh OUTDIR [--dry-run]
@@ -63,7 +64,7 @@ done
 history=("$PY" -m gemmbench history "$root..main" --machine "$machine")
 if ((dry)); then
     note "dry run: would run in $clone: $PY -m gemmbench machine --name $machine"
-    note "dry run: would run: timeout -s INT -k 30 $budget ${history[*]}"
+    note "dry run: would run: timeout -s INT -k 45 $budget ${history[*]}"
     "$PY" "$repo/lab/scripts/history_speed_table.py" "$clone/.asv/results/$machine" "$plant" "${shas[@]}" | tee "$out/spread.txt"
     exit "${PIPESTATUS[0]}"
 fi
@@ -74,7 +75,7 @@ if ! "$PY" -m gemmbench machine --name "$machine" >"$out/machine.txt" 2>&1; then
     note "gemmbench machine failed:"; tail -5 "$out/machine.txt"; exit 1
 fi
 t0=$SECONDS
-timeout -s INT -k 30 "$budget" "${history[@]}" 2>&1 | stamp >"$out/history.txt"
+timeout -s INT -k 45 "$budget" "${history[@]}" 2>&1 | stamp >"$out/history.txt"
 rc=${PIPESTATUS[0]}
 note "history of ${#shas[@]} commits, default suite: exit $rc$( ((rc == 124)) && echo ' (stopped at the budget)') in $((SECONDS - t0)) s (budget $budget s)"
 grep -E ': time: |stored in|not reinstalled|commits stored|WARNING|interrupted|exited' "$out/history.txt" | tee -a "$out/summary.txt"

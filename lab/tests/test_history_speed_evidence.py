@@ -40,7 +40,7 @@ def test_dry_run(tmp_path, env, plant):
     assert "24000-cycle delay" in commits[plant][3]
     assert all("comment only" in c[3] for i, c in enumerate(commits) if i != plant)
     assert "gemmbench machine --name h200-history-speed" in summary
-    command = r"timeout -s INT -k 30 320 \S+ -m gemmbench history [0-9a-f]{40}\.\.main"
+    command = r"timeout -s INT -k 45 320 \S+ -m gemmbench history [0-9a-f]{40}\.\.main"
     assert re.search(command, summary)
     assert "no results stored" in (tmp_path / "out" / "spread.txt").read_text()
 
