@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Mapping
 PHASES = ("start", "context", "inputs", "prepare", "measure")
 PHASE_WORDS = {
     "start": "start",  # interpreter or fork, imports, asv loading the benchmark
-    "context": "context",  # CUDA context, the timer's L2 flush buffer and spin kernel
+    "context": "context",  # the CUDA context
     "inputs": "inputs",  # seeded inputs on the device
     "prepare": "launch+check",  # first launch (compile or load) and the float64 check
     "measure": "warm-up+samples",  # asv's warm-up, the samples, a track's own launches
@@ -36,17 +36,20 @@ _at_exit: list[Callable[[], None]] = []
 def process_start() -> float | None:
     """This process's start, in epoch seconds: the fork that made it, when a forkserver forked
     it after this module was imported; else the kernel's start time (Linux), else None."""
+    global _started
     if _started is not None:
         return _started
     try:
         with open("/proc/self/stat", encoding="ascii") as stat:
-            # Field 22, counted after the parenthesised name (which may hold spaces).
+            # Field 22, clock ticks after boot, counted after the parenthesised name (which may
+            # hold spaces).
             ticks = int(stat.read().rsplit(")", 1)[1].split()[19])
-        with open("/proc/stat", encoding="ascii") as stat:
-            boot = next(int(line.split()[1]) for line in stat if line.startswith("btime "))
-        return boot + ticks / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError, StopIteration):
+        with open("/proc/uptime", encoding="ascii") as uptime:
+            since_boot = float(uptime.read().split()[0])  # /proc/stat's btime is whole seconds
+        _started = time.time() - (since_boot - ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
         return None
+    return _started
 
 
 def mark(phase: str) -> None:

@@ -105,7 +105,8 @@ def note_process(variant: str, label: str) -> None:
 
 
 def _write_run_log() -> None:
-    phases = history_phases.phases()  # the samples end here, before the GPU state is read
+    history_phases.mark("measure")  # the samples end here, before the GPU state is read
+    phases = history_phases.phases()
     measured = importlib.import_module(CONFIG.package)
     commit = os.environ.get("GEMMBENCH_COMMIT") or os.environ.get("ASV_COMMIT")
     if not commit:

@@ -257,6 +257,7 @@ def test_run_log_written_however_the_process_ends(tmp_path, how):
     assert entry["pid"] == said["child"] and entry["variant"] == "naive"
     phases = entry["phases"]
     assert phases["started"] <= phases["ended"] and phases["start"] >= 0 and phases["state"] >= 0
+    assert phases["measure"] >= 0  # marked as the samples end
     assert "gpu_state" in entry or "gpu_state_error" in entry
     if how == "fork":  # the fork is the process's start
         assert phases["started"] >= said["before"]
