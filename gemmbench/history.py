@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
 
-from gemmbench import asv_process, cli, exitcodes, shard
+from gemmbench import asv_process, cli, exitcodes, history_phases, shard
 from gemmbench import config as harness_config
 from gemmbench import history_install as setup
 from gemmbench import history_run as asv_run
@@ -117,19 +117,30 @@ def measure_each(
     python = opts.python
 
     failed = []
+    installed = None  # install_key of what the throwaway environment holds
     for index, sha in enumerate(commits, start=1):
         subject = git(repo, "log", "-1", "--format=%s", sha)[:60]
         label = f"[{index}/{len(commits)}] {sha[:8]} {subject}"
         if asv_run.is_stored(results_dir, opts.machine, sha, True, opts.bench):
             log(f"{label}: already stored, skipped")
             continue
-        log(f"{label}: installing its {opts.package} into {python}")
         started = time.time()
         log_path = asv_run.run_log_path(results_dir, opts.machine, sha)
-        with detached_worktrees(repo, {sha[:12]: sha}, "gemmbench-history-") as checkouts:
-            setup.install(python, checkouts[sha[:12]])
-            evidence = setup.installed_code(python, opts.package, repo, sha)
-        asv_run.append_log(log_path, evidence)
+        key = setup.install_key(repo, sha, opts.package)
+        install_s = None
+        if key == installed:
+            log(
+                f"{label}: its {opts.package} and build files are the installed ones, not reinstalled"
+            )
+        else:
+            log(f"{label}: installing its {opts.package} into {python}")
+            installed = None
+            with detached_worktrees(repo, {sha[:12]: sha}, "gemmbench-history-") as checkouts:
+                setup.install(python, checkouts[sha[:12]])
+            installed, install_s = key, time.time() - started
+        # Installed or not, the imported package is shown to be this commit's, file by file.
+        evidence = setup.installed_code(python, opts.package, repo, sha)
+        asv_run.append_log(log_path, {**evidence, "installed_now": install_s is not None})
         log(
             f"{label}: measuring {evidence['package_dir']} "
             f"({evidence['files_matching_commit']} files identical to the commit)"
@@ -155,6 +166,7 @@ def measure_each(
             *opts.asv_arg,
         ]
         env["GEMMBENCH_COMMIT"] = sha
+        asv_started = time.time()
         try:
             if opts.gpus is not None:
                 status = shard.run_sharded(
@@ -166,6 +178,7 @@ def measure_each(
             for note in asv_run.restore_if_corrupt(results_dir, opts.machine, sha, saved):
                 log(f"{label}: {note}")
         conditions, warnings = asv_run.summarize_conditions(log_path, started)
+        log(f"{label}: time: " + time_line(log_path, started, asv_started, install_s))
         for warning in warnings:
             log(f"{label}: WARNING {warning}")
         files = asv_run.stored_result_files(results_dir, opts.machine, sha, True)
@@ -184,6 +197,18 @@ def measure_each(
         + (f"; failed: {', '.join(s[:8] for s in failed)}" if failed else "")
     )
     return EXIT_FAILED if failed else 0
+
+
+def time_line(log_path: Path, since: float, asv_started: float, install_s: float | None) -> str:
+    """Where the commit's time went (gemmbench.history_phases), from its run log."""
+    entries = []
+    if log_path.exists():
+        for line in log_path.read_text(encoding="utf-8").splitlines():
+            with contextlib.suppress(ValueError):
+                entries.append(json.loads(line))
+    return history_phases.summarize(
+        entries, since=since, asv_started=asv_started, ended=time.time(), install_s=install_s
+    )
 
 
 def check_bench_patterns(patterns: Sequence[str]) -> None:
@@ -228,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
         "--asv-arg",
         action="append",
         default=[],
-        help="extra argument for `asv run` (repeatable), e.g. --asv-arg=-a --asv-arg=rounds=1",
+        help="extra argument for `asv run` (repeatable), e.g. --asv-arg=-a --asv-arg=repeat=60",
     )
     measured = harness_config.load().package  # [tool.gemmbench] package
     parser.add_argument(

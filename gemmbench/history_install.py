@@ -167,6 +167,16 @@ def throwaway_environment(python: str, where: Path) -> Iterator[str]:
         shutil.rmtree(where, ignore_errors=True)
 
 
+# Besides the package's own folder, what decides which files an install puts where.
+BUILD_FILES = ("pyproject.toml", "setup.py", "setup.cfg", "MANIFEST.in")
+
+
+def install_key(repo: Path, sha: str, package: str) -> str:
+    """The git object ids of ``package``'s folder and of the build files in ``sha``: two commits
+    with the same key install the same files, so the second need not be installed again."""
+    return git(repo, "ls-tree", sha, "--", package, *BUILD_FILES)
+
+
 def install(python: str, source: Path) -> None:
     """Install the package at ``source`` into ``python``: offline, no dependencies touched."""
     done = subprocess.run(

@@ -7,7 +7,6 @@ that prepares and checks a launch, and the baseline. A project's ``benchmarks/``
 
 from __future__ import annotations
 
-import atexit
 import functools
 import importlib
 import json
@@ -17,7 +16,7 @@ import time
 from pathlib import Path
 
 from . import config as config_mod
-from . import timing
+from . import history_phases, timing
 
 # Its suite shapes must not be changed, only appended: asv keys history by these labels.
 CONFIG = config_mod.load()
@@ -29,7 +28,23 @@ VARIANT_NAMES = CONFIG.variant_names()
 BASELINE = CONFIG.baseline
 
 # Samples the track_* figures take in their own process (they record one number, no samples).
+# asv runs a track once per commit (its rounds are for time_* benchmarks only).
 TRACK_SAMPLES = 31
+
+# asv's forkserver imports this module once per commit and forks one benchmark process from it
+# per benchmark. Importing CuPy and the measured package here spares each process their import
+# (0.6 s of its 1.7 s on an H200). Nothing here may touch the GPU: the CUDA driver does not carry
+# over fork(), so the parent must never initialise it, and each child makes its own context.
+try:
+    import cupy  # noqa: F401
+    import cupy.linalg  # noqa: F401
+    import cupy.random  # noqa: F401
+except ImportError:  # no CuPy: the suite still imports (asv check); a benchmark then says why
+    pass
+try:
+    importlib.import_module(CONFIG.package)
+except Exception:  # each benchmark process imports it again and reports the failure
+    pass
 
 
 def shape_of(label: str) -> tuple[int, ...]:
@@ -57,27 +72,41 @@ def prepare(variant: str, label: str):
 
     Returns the launch; asv re-runs setup before every sample, and only the first call works.
     """
-    prepared = BENCH.prepare(variant, *shape_of(label))
-    _note_process(variant, label)
+    history_phases.mark("start")
+    import cupy
+
+    cupy.cuda.runtime.free(0)  # creates the CUDA context and nothing else: its own phase
+    history_phases.mark("context")
+    shape = shape_of(label)
+    if BENCH.__name__ == f"{__package__}.measure":  # its inputs() is cached: prepare reuses them
+        BENCH.inputs(*shape)
+        history_phases.mark("inputs")
+    prepared = BENCH.prepare(variant, *shape)
+    history_phases.mark("prepare")
+    note_process(variant, label)
     return prepared.launch
 
 
 # --- conditions of the run, kept beside the results -------------------------------------------
 # When GEMMBENCH_RUN_LOG_DIR is set (gemmbench history sets it to the machine's results folder),
 # each benchmark process appends one JSON line to <commit>-run-log.jsonl there when it exits:
-# which `gemm` it imported, and the GPU's SM clock, temperature and throttling after its samples.
+# which `gemm` it imported, the GPU's SM clock, temperature and throttling after its samples, and
+# the process's phase times (gemmbench.history_phases), which history sums up per commit.
 
 _process_notes: dict = {}
 
 
-def _note_process(variant: str, label: str) -> None:
+def note_process(variant: str, label: str) -> None:
+    """Have this process append its run-log line when it ends (once; only under history)."""
     if not os.environ.get("GEMMBENCH_RUN_LOG_DIR") or _process_notes:
         return
     _process_notes.update(variant=variant, shape=label)
-    atexit.register(_write_run_log)
+    history_phases.at_exit(_write_run_log)
 
 
 def _write_run_log() -> None:
+    history_phases.mark("measure")  # the samples end here, before the GPU state is read
+    phases = history_phases.phases()
     measured = importlib.import_module(CONFIG.package)
     commit = os.environ.get("GEMMBENCH_COMMIT") or os.environ.get("ASV_COMMIT")
     if not commit:
@@ -90,11 +119,14 @@ def _write_run_log() -> None:
         # history --gpus sets it to the home GPU's UUID: the device this process measured on.
         "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
         **_process_notes,
+        "phases": phases,
     }
+    reading = time.time()
     try:
         entry["gpu_state"] = importlib.import_module("gemmbench.machine").gpu_state()
     except Exception as exc:  # the log must never fail the benchmark it describes
         entry["gpu_state_error"] = str(exc)
+    phases["state"] = time.time() - reading
     path = Path(os.environ["GEMMBENCH_RUN_LOG_DIR"]) / f"{commit[:8]}-run-log.jsonl"
     with open(path, "a", encoding="utf-8") as log:
         log.write(json.dumps(entry, sort_keys=True) + "\n")
@@ -113,11 +145,12 @@ class Suite:
     # CUDA events around each launch, so asv's samples, CIs and tests are on GPU time alone.
     timer = DEVICE_CLOCK
     number = 1  # one launch per sample: event resolution is far below the shortest kernel here
-    # Per process: at least 15 and at most 40 samples, stopping after ~2 s (the 26 ms naive
-    # 4096³ takes ~1 s for 40). Rounds are separate processes: process-to-process differences
-    # (allocation placement, cuBLAS heuristics) are the larger noise, so asv pools three.
-    repeat = (15, 40, 2.0)
-    rounds = 3
+    # One process per benchmark and commit, with the samples three processes of 15-40 used to
+    # pool: at least 45 and at most 120, stopping after ~2 s (the 34 ms naive 4096³ takes ~60).
+    # Each process pays its own start, context, check and exit; docs/benchmarks.md ("Processes
+    # and samples") weighs that against the process-to-process noise a second process samples.
+    repeat = (45, 120, 2.0)
+    rounds = 1
     warmup_time = 0.1  # a few launches bring the SM clock up before the first sample
     timeout = 180
 

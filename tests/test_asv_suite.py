@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -99,10 +100,72 @@ class TestDiscovery:
         assert discovered["bench_gemm.Gemm.track_time_vs_cublas"].unit == "x cuBLAS time"
 
     def test_timed_by_device_clock(self, discovered):
-        """time_gemm is timed by the device clock, one launch a sample, over several rounds."""
+        """time_gemm is timed by the device clock, one launch a sample, in one process that
+        takes at least the 45 samples three processes of 15 used to pool."""
         benchmark = discovered["bench_gemm.Gemm.time_gemm"]
         assert benchmark.timer is common.DEVICE_CLOCK
-        assert benchmark.number == 1 and benchmark.rounds >= 2
+        assert benchmark.number == 1 and benchmark.rounds == 1
+        assert benchmark.repeat[0] >= 45
+
+
+# A stand-in CuPy: importing it and its submodules works, using anything in it raises. A suite
+# whose import touched the GPU (a context, a device query, an allocation) fails to import with it.
+FAKE_CUPY = """\
+def __getattr__(name):
+    raise RuntimeError(f"cupy.{name} used while importing the suite")
+"""
+
+IMPORT_SUITE = """\
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from asv_runner.discovery import disc_benchmarks
+names = [b.name for b in disc_benchmarks(sys.argv[2])]
+print(json.dumps({"names": names, "cupy": sys.modules["cupy"].__file__,
+                  "package": "gemm" in sys.modules}))
+"""
+
+
+class TestForkserver:
+    """asv's forkserver imports the suite once per commit and forks every benchmark process from
+    that parent: the import must bring CuPy and the measured package, and never the GPU."""
+
+    def test_launch_method(self):
+        """asv.conf.json asks for the forkserver."""
+        import json5
+
+        conf = json5.loads((REPO_ROOT / "asv.conf.json").read_text())
+        assert conf["launch_method"] == "forkserver"
+
+    def test_import_touches_no_gpu(self, tmp_path):
+        """With a CuPy whose every use raises, the suite still imports (asv's discovery, as the
+        forkserver's preimport runs it) and has imported CuPy and gemm, which the forked
+        processes then need not import again."""
+        fake = tmp_path / "fake" / "cupy"
+        fake.mkdir(parents=True)
+        for name in ("__init__.py", "linalg.py", "random.py"):
+            (fake / name).write_text(FAKE_CUPY)
+        env = dict(os.environ, PYTHONPATH=str(tmp_path / "fake"))
+        done = subprocess.run(
+            [sys.executable, "-c", IMPORT_SUITE, str(REPO_ROOT), str(REPO_ROOT / "benchmarks")],
+            env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        imported = json.loads(done.stdout.strip().splitlines()[-1])
+        assert imported["cupy"] == str(fake / "__init__.py")
+        assert imported["package"] is True
+        assert len(imported["names"]) == 3
+
+    def test_fake_cupy_catches_a_device_call(self, tmp_path):
+        """The stand-in is not blind: a suite module that queries the device at import fails."""
+        fake = tmp_path / "fake" / "cupy"
+        fake.mkdir(parents=True)
+        (fake / "__init__.py").write_text(FAKE_CUPY)
+        probe = "import cupy; cupy.cuda.runtime.getDeviceCount()"
+        done = subprocess.run(
+            [sys.executable, "-c", probe], env=dict(os.environ, PYTHONPATH=str(fake.parent)),
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert done.returncode != 0 and "used while importing the suite" in done.stderr
 
 
 class TestTables:
@@ -153,3 +216,72 @@ class TestOnGpu:
         assert 0.5 < suite.track_tflops(*params) < 1000
         suite.setup("cublas", "1024x1024x1024")
         assert 0.9 < suite.track_time_vs_cublas("cublas", "1024x1024x1024") < 1.1
+
+
+# A benchmark process that ends as asv's forkserver ends each forked one (os._exit, which skips
+# atexit) or as a spawned one does (interpreter exit).
+END_PROCESS = """\
+import json, os, sys, time
+sys.path.insert(0, sys.argv[1])
+from benchmarks import common
+from gemmbench import history_phases
+suite, how = common.suite, sys.argv[2]
+before = time.time()
+if how == "fork":
+    child = os.fork()
+    if child == 0:
+        history_phases.mark("start")
+        suite.note_process("naive", next(iter(suite.SHAPES)))
+        os._exit(0)
+    os.waitpid(child, 0)
+else:
+    child = os.getpid()
+    history_phases.mark("start")
+    suite.note_process("naive", next(iter(suite.SHAPES)))
+print(json.dumps({"before": before, "child": child}))
+"""
+
+
+@pytest.mark.parametrize("how", ["fork", "exit"])
+def test_run_log_written_however_the_process_ends(tmp_path, how):
+    """The run-log line of a benchmark process, with its phase times, is written when the
+    process ends, forked and ended with os._exit or ended normally; once, by that process."""
+    env = dict(os.environ, GEMMBENCH_RUN_LOG_DIR=str(tmp_path), GEMMBENCH_COMMIT="0123456789ab")
+    done = subprocess.run(
+        [sys.executable, "-c", END_PROCESS, str(REPO_ROOT), how],
+        env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    said = json.loads(done.stdout.strip().splitlines()[-1])
+    (entry,) = [json.loads(line) for line in (tmp_path / "01234567-run-log.jsonl").open()]
+    assert entry["pid"] == said["child"] and entry["variant"] == "naive"
+    phases = entry["phases"]
+    assert phases["started"] <= phases["ended"] and phases["start"] >= 0 and phases["state"] >= 0
+    assert phases["measure"] >= 0  # marked as the samples end
+    assert "gpu_state" in entry or "gpu_state_error" in entry
+    if how == "fork":  # the fork is the process's start
+        assert phases["started"] >= said["before"]
+    else:  # the kernel's start time, before the script's first line
+        assert phases["started"] <= said["before"] + 0.02
+
+
+FORK_AND_USE_GPU = """\
+import os, sys
+sys.path.insert(0, sys.argv[1])
+from benchmarks import common
+child = os.fork()
+if child == 0:
+    import cupy
+    os._exit(0 if float(cupy.ones(256).sum()) == 256.0 else 3)
+print(os.waitstatus_to_exitcode(os.waitpid(child, 0)[1]))
+"""
+
+
+@pytest.mark.gpu
+def test_forked_process_uses_the_gpu():
+    """After the suite's import, a forked process makes its own context and computes."""
+    done = subprocess.run(
+        [sys.executable, "-c", FORK_AND_USE_GPU, str(REPO_ROOT)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0 and done.stdout.strip() == "0", done.stdout + done.stderr

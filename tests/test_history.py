@@ -18,7 +18,7 @@ from fake_gpus import UUIDS as FAKE_UUIDS
 from fake_gpus import install_smi
 from gitrepo import git
 
-from gemmbench import history, history_install, history_run, results, shard
+from gemmbench import history, history_install, history_phases, history_run, results, shard
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 MACHINE = "cpu-fixture"
@@ -555,3 +555,151 @@ class TestCallerEnvironment:
         assert tree_digest(venv) == before
         assert run_in(root, clean, [python, "-c", where], timeout=60).stdout.split() == editable
         assert not (repo / ".asv" / "env" / f"gemmbench-history-{MACHINE}").exists()
+
+
+# --- where a commit's time goes, and the install a commit does not need --------------------------
+
+
+class TestPhaseSummary:
+    """Tests for history_phases.summarize: one line per commit from its run log."""
+
+    @staticmethod
+    def entry(started, ended, gpu=None, when=None, **phases):
+        return {
+            "time": ended if when is None else when,
+            "cuda_visible_devices": gpu,
+            "phases": {"started": started, "ended": ended, **phases},
+        }
+
+    def test_mean_phases_gaps_and_totals(self):
+        """Means of each phase, the GPU-state reading, the gaps from there to the next process
+        on one GPU (not across GPUs, whose processes overlap), asv's start and end, and the
+        total; older lines are left out."""
+        entries = [
+            self.entry(90.0, 91.0, when=91.0, start=0.5),  # an earlier run of the commit
+            self.entry(102.0, 104.0, "A", start=0.2, context=0.3, measure=1.5, state=0.1),
+            self.entry(104.5, 105.5, "A", start=0.4, context=0.1, measure=0.5),
+            self.entry(102.5, 106.0, "B", start=0.3, context=0.2, measure=3.0),
+            {"time": 103.0, "kind": "code"},  # not a benchmark process
+        ]
+        line = history_phases.summarize(
+            entries, since=100.0, asv_started=101.0, ended=107.0, install_s=1.5
+        )
+        assert line == (
+            "install 1.5 s; asv start 1.0 s; 3 processes; mean s per process: start 0.30, "
+            "context 0.20, warm-up+samples 1.67, GPU state 0.10, between 0.40; asv end 1.0 s; "
+            "total 7.0 s"
+        )
+
+    def test_skipped_install_and_no_phases(self):
+        """A skipped install says so; a run whose processes logged no phases says 0 processes."""
+        line = history_phases.summarize(
+            [{"time": 5.0, "gemm_file": "/g"}], since=0.0, asv_started=1.0, ended=9.0,
+            install_s=None,
+        )  # fmt: skip
+        assert line == "install skipped; 0 processes; total 9.0 s"
+
+    def test_phases_of_this_process(self):
+        """Each marked phase lasts from the previous mark (or the process's start, which the
+        kernel dates before this test ran) to its own; an unknown phase is refused."""
+        with pytest.raises(ValueError, match="unknown phase"):
+            history_phases.mark("coffee")
+        started = history_phases.process_start()
+        assert started is not None and started <= time.time()
+        phases = history_phases.phases(now=started + 1000)
+        assert phases["started"] == started and phases["ended"] == started + 1000
+
+
+# The tiny suite as asv's forkserver runs it: each process marks its start and logs its phases
+# when it ends, as the GEMM suite does, through gemmbench.history_phases of this checkout.
+PHASED_BENCHMARKS = f'''\
+"""A tiny suite whose forked processes log their phases, standing in for the GEMM one."""
+import json
+import os
+import sys
+import time
+
+sys.path.insert(0, {str(REPO_ROOT)!r})
+from gemmbench import history_phases  # noqa: E402
+
+import tinypkg  # noqa: E402
+
+
+def _log():
+    path = os.path.join(
+        os.environ["GEMMBENCH_RUN_LOG_DIR"], os.environ["GEMMBENCH_COMMIT"][:8] + "-run-log.jsonl"
+    )
+    entry = {{"time": time.time(), "pid": os.getpid(), "phases": history_phases.phases()}}
+    with open(path, "a") as log:
+        log.write(json.dumps(entry) + "\\n")
+
+
+def track_marker(n):
+    history_phases.mark("start")
+    history_phases.at_exit(_log)
+    time.sleep(0.05)
+    history_phases.mark("measure")
+    return tinypkg.MARKER
+
+
+track_marker.params = [[1, 2, 3]]
+track_marker.param_names = ["n"]
+track_marker.unit = "marker"
+'''
+
+
+def test_forkserver_phases_and_skipped_install(tmp_path_factory):
+    """Under asv's forkserver, each forked process logs its phases once; history prints where
+    each commit's time went; a commit that changes nothing of the package or its build files is
+    not reinstalled, yet is still shown file by file to be what the interpreter imports, and
+    the value stored for it is its code's."""
+    root = tmp_path_factory.mktemp("forkserver")
+    repo, shas, venv = make_project(root, PHASED_BENCHMARKS, "base", [(5, 0.001)])
+    conf = json.loads((repo / "asv.conf.json").read_text())
+    (repo / "asv.conf.json").write_text(json.dumps({**conf, "launch_method": "forkserver"}))
+    (repo / "README").write_text("notes only\n")
+    git(repo, "add", ".")
+    git(repo, "commit", "-qm", "notes and the forkserver, package unchanged")
+    package_shas = [*shas[1:], git(repo, "rev-parse", "HEAD")]
+    env = register_machine(root, repo)
+    command = history_command({"shas": shas, "python": str(venv / "bin" / "python")})
+    done = run_in(repo, env, command, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    first, second = (f"[{i}/2] {sha[:8]}" for i, sha in enumerate(package_shas, start=1))
+    assert any(first in line and "installing its tinypkg" in line for line in lines)
+    assert any(second in line and "not reinstalled" in line for line in lines), done.stdout
+    assert not any(second in line and "installing" in line for line in lines)
+    times = [line for line in lines if ": time: " in line]
+    assert len(times) == 2 and "install skipped" in times[1] and "install " in times[0]
+    for line in times:
+        assert "3 processes; mean s per process: start" in line and "warm-up+samples" in line
+    for sha in package_shas:
+        (stored,) = history_run.stored_result_files(repo / ".asv" / "results", MACHINE, sha, True)
+        data = json.loads(stored.read_text())
+        row = dict(zip(data["result_columns"], data["results"]["bench_tiny.track_marker"],
+                       strict=False))  # fmt: skip
+        assert row["result"] == [5, 5, 5]
+        log = repo / ".asv" / "results" / MACHINE / f"{sha[:8]}-run-log.jsonl"
+        entries = [json.loads(line) for line in log.read_text().splitlines()]
+        code = [e for e in entries if e.get("kind") == "code"]
+        assert len(code) == 1 and code[0]["commit"] == sha
+        assert code[0]["files_matching_commit"] == 1
+        assert code[0]["installed_now"] == (sha == package_shas[0])
+        processes = [e for e in entries if "phases" in e]
+        assert len({e["pid"] for e in processes}) == len(processes) == 3
+        assert all(e["phases"]["measure"] >= 0.05 for e in processes)
+
+
+def test_install_key(tmp_path):
+    """The key changes with the package's files and with the build files, not with others."""
+    repo, shas, _ = make_project(tmp_path, BENCHMARKS, "base", [(1, 0.001), (2, 0.001)])
+    keys = [history_install.install_key(repo, sha, "tinypkg") for sha in shas]
+    assert keys[1] != keys[2]  # the package changed
+    for path, text in (("README", "notes\n"), ("pyproject.toml", PYPROJECT + "# built so\n")):
+        (repo / path).write_text(text)
+        git(repo, "add", ".")
+        git(repo, "commit", "-qm", f"change {path}")
+        keys.append(history_install.install_key(repo, git(repo, "rev-parse", "HEAD"), "tinypkg"))
+    assert keys[3] == keys[2]  # a README is not installed
+    assert keys[4] != keys[3]  # the build files decide what is
