@@ -29,18 +29,6 @@
 #ifndef MIN_BLOCKS
 #error "MIN_BLOCKS is not defined: compile-time constants come from the registry, gemm/variants.py"
 #endif
-// 1: tiles go from global to shared memory by cp.async (sm_80+), without staging in registers.
-#ifndef ASYNC_COPY
-#error "ASYNC_COPY is not defined: compile-time constants come from the registry, gemm/variants.py"
-#endif
-#if ASYNC_COPY && defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
-#error "ASYNC_COPY=1 needs sm_80 or later (cp.async)"
-#endif
-// Shared-memory buffers of each tile: 2 lets the next K-step's tiles be stored while this one is
-// read; with ASYNC_COPY, more let copies run STAGES - 1 steps ahead of the multiply-adds.
-#ifndef STAGES
-#error "STAGES is not defined: compile-time constants come from the registry, gemm/variants.py"
-#endif
 // 1: each k's values of A and B are read from shared memory into registers one k ahead of the
 // multiply-adds that use them, so their latency hides behind the previous k's products.
 #ifndef PREFETCH
@@ -74,33 +62,35 @@ static_assert((BK * BN) % (4 * THREADS) == 0, "the B tile splits evenly over the
 static_assert(BM % WM == 0 && BN % WN == 0, "the block tile splits evenly into warp tiles");
 static_assert(WM % TM == 0 && WN % TN == 0, "the warp tile splits evenly into thread tiles");
 static_assert(LANES_Y * LANES_X == 32, "a warp tile holds exactly 32 thread tiles");
-static_assert(STAGES >= 2, "the pipeline needs at least two shared buffers");
-static_assert(ASYNC_COPY || STAGES == 2, "tiles staged through registers use two shared buffers");
 
-#if ASYNC_COPY
-// Asynchronous copies (cp.async): the copy engine writes shared memory itself, so the next tile
-// needs no registers while it is in flight. A copy whose element lies past an edge reads
-// nothing (source size 0) and writes zeros; its address is then the base pointer, always valid.
-__device__ __forceinline__ void copy_async4(float* dst, const float* src, bool in, const float* base)
+// Floats p[0] .. p[n-1], and zeros for the rest of the four (n <= 0: all zeros), whatever p's
+// alignment, where p is element e of an operand of `total` elements as passed to the kernel. With
+// p float `off` of its aligned 16 bytes, the float4 at p - off, and when off > 0 the one after
+// it, hold the four; a select on off picks them out of the eight. Those float4s are read only when
+// they lie within the operand's elements [0, total), so no read touches memory outside it; a group
+// whose aligned window crosses either end (only at the operand's first or last 8 elements) is
+// read one float at a time instead.
+__device__ __forceinline__ float4 load_unaligned(const float* p, int n, long long e, long long total)
 {
-    const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n"
-                 :: "r"(s), "l"(in ? src : base), "r"(in ? 4 : 0));
+    if (n <= 0) return make_float4(0.f, 0.f, 0.f, 0.f);
+    const int off = (reinterpret_cast<size_t>(p) / 4) % 4;
+    float4 v;
+    if (e >= off && e - off + (off ? 8 : 4) <= total) {
+        const float4* w = reinterpret_cast<const float4*>(p - off);
+        const float4 x = w[0], y = off ? w[1] : x;
+        // Shift the eight floats x.x .. y.w left by off, in two steps (2 if off & 2, then 1 if
+        // off & 1): plain selects, which keep every value in a register (an array indexed by off
+        // would go to local memory) and need no branch.
+        const bool two = off & 2, one = off & 1;
+        const float u0 = two ? x.z : x.x, u1 = two ? x.w : x.y, u2 = two ? y.x : x.z,
+                    u3 = two ? y.y : x.w, u4 = two ? y.z : y.x;
+        v = one ? make_float4(u1, u2, u3, u4) : make_float4(u0, u1, u2, u3);
+    } else {
+        v = make_float4(p[0], n > 1 ? p[1] : 0.f, n > 2 ? p[2] : 0.f, n > 3 ? p[3] : 0.f);
+    }
+    // The edge: floats past K (or N) are zero, even where the window read real values there.
+    return make_float4(v.x, n > 1 ? v.y : 0.f, n > 2 ? v.z : 0.f, n > 3 ? v.w : 0.f);
 }
-__device__ __forceinline__ void copy_async16(float* dst, const float* src, bool in, const float* base)
-{
-    const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
-                 :: "r"(s), "l"(in ? src : base), "r"(in ? 16 : 0));
-}
-// Wait until at most PENDING of this thread's newest copy groups are still in flight; a barrier
-// after it makes every thread's landed copies visible.
-template <int PENDING>
-__device__ __forceinline__ void wait_copies()
-{
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(PENDING) : "memory");
-}
-#endif
 
 extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
 gemm_coarsened(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,
@@ -119,56 +109,25 @@ gemm_coarsened(const float* __restrict__ A, const float* __restrict__ B, float* 
     C += (size_t)blockIdx.z * M * N;
     K = min(slice, K - k_first);
 
-    // STAGES buffers: while one is read for this K-step, later steps' tiles are stored in the
-    // others, so a single barrier per step suffices.
-    __shared__ __align__(16) float As[STAGES][BK][BM + AS_PAD];  // A tile, transposed: k-major
-    __shared__ __align__(16) float Bs[STAGES][BK][BN];
+    // Two buffers: while one is read for this K-step, the next step's tiles are stored in the
+    // other, so a single barrier per step suffices.
+    __shared__ __align__(16) float As[2][BK][BM + AS_PAD];  // A tile, transposed: k-major
+    __shared__ __align__(16) float Bs[2][BK][BN];
 
     const int tid = threadIdx.x;
     const int row0 = blockIdx.y * BM, col0 = blockIdx.x * BN;
 
-    // float4 global accesses need every row start 16-byte aligned; otherwise take the scalar path.
-    // The condition is the same for the whole grid, so the branch never diverges.
+    // Plain float4 global accesses need every row start 16-byte aligned; otherwise the loads go
+    // through load_unaligned and C is stored one float at a time. The condition is the same for
+    // the whole grid, so the branch never diverges.
     const bool vec = (lda % 4 == 0) && (N % 4 == 0) &&
                      ((reinterpret_cast<size_t>(A) | reinterpret_cast<size_t>(B) |
                        reinterpret_cast<size_t>(C)) % 16 == 0);
 
-#if ASYNC_COPY
-    // Start copying the K-step at k0 straight into shared buffer buf; zero past every edge.
-    auto fetch = [&](int k0, int buf) {
-#pragma unroll
-        for (int l = 0; l < A_LOADS; ++l) {
-            // Consecutive lanes take consecutive rows, so each one-float copy into the
-            // transposed tile lands a warp's 32 floats in 32 different banks.
-            const int f = tid + l * THREADS;
-            const int r = f % BM, k = (f / BM) * 4;
-            const bool in = row0 + r < M;
-            const float* p = A + (size_t)(row0 + r) * lda + k0 + k;
-#pragma unroll
-            for (int j = 0; j < 4; ++j)  // one float at a time: the A tile is stored transposed
-                copy_async4(&As[buf][k + j][r], p + j, in && k0 + k + j < K, A);
-        }
-#pragma unroll
-        for (int l = 0; l < B_LOADS; ++l) {
-            const int f = tid + l * THREADS;
-            const int k = f / (BN / 4), c = (f % (BN / 4)) * 4;
-            const bool in = k0 + k < K;
-            const float* p = B + (size_t)(k0 + k) * N + col0 + c;
-            if (vec) {
-                copy_async16(&Bs[buf][k][c], p, in && col0 + c < N, B);
-            } else {
-#pragma unroll
-                for (int j = 0; j < 4; ++j)
-                    copy_async4(&Bs[buf][k][c + j], p + j, in && col0 + c + j < N, B);
-            }
-        }
-        asm volatile("cp.async.commit_group;\n" ::);
-    };
-#else
     float4 a_next[A_LOADS], b_next[B_LOADS];
 
     // Fetch the K-step starting at k0 into registers; zero past every edge of A and B.
-    auto fetch = [&](int k0, int) {
+    auto fetch = [&](int k0) {
 #pragma unroll
         for (int l = 0; l < A_LOADS; ++l) {
             const int f = tid + l * THREADS;
@@ -178,9 +137,9 @@ gemm_coarsened(const float* __restrict__ A, const float* __restrict__ B, float* 
                 a_next[l] = (r < M && k < K) ? *reinterpret_cast<const float4*>(p)
                                              : make_float4(0.f, 0.f, 0.f, 0.f);
             } else {
-                const bool in = r < M;
-                a_next[l] = make_float4(in && k < K ? p[0] : 0.f, in && k + 1 < K ? p[1] : 0.f,
-                                        in && k + 2 < K ? p[2] : 0.f, in && k + 3 < K ? p[3] : 0.f);
+                // Element indices count from A and B as passed, before the slice offsets.
+                a_next[l] = load_unaligned(p, r < M ? K - k : 0, (long long)r * lda + k_first + k,
+                                           (long long)M * lda);
             }
         }
 #pragma unroll
@@ -192,9 +151,8 @@ gemm_coarsened(const float* __restrict__ A, const float* __restrict__ B, float* 
                 b_next[l] = (k < K && c < N) ? *reinterpret_cast<const float4*>(p)
                                              : make_float4(0.f, 0.f, 0.f, 0.f);
             } else {
-                const bool in = k < K;
-                b_next[l] = make_float4(in && c < N ? p[0] : 0.f, in && c + 1 < N ? p[1] : 0.f,
-                                        in && c + 2 < N ? p[2] : 0.f, in && c + 3 < N ? p[3] : 0.f);
+                b_next[l] = load_unaligned(p, k < K ? N - c : 0, (long long)(k_first + k) * N + c,
+                                           (long long)lda * N);
             }
         }
     };
@@ -214,7 +172,6 @@ gemm_coarsened(const float* __restrict__ A, const float* __restrict__ B, float* 
             *reinterpret_cast<float4*>(&Bs[buf][f / (BN / 4)][(f % (BN / 4)) * 4]) = b_next[l];
         }
     };
-#endif
 
     // Warp tiling: a warp's 32 lanes are laid out LANES_Y × LANES_X, each lane a 4×4 piece of
     // C, so per K-step a warp reads only LANES_Y distinct float4s of A and LANES_X of B from
@@ -257,36 +214,16 @@ gemm_coarsened(const float* __restrict__ A, const float* __restrict__ B, float* 
 
     const int steps = (K - 1) / BK + 1;
     int stage = 0;  // the buffer this K-step reads
-#if ASYNC_COPY
-    // Prologue: the first STAGES - 1 steps' copies in flight, one commit group each (an empty
-    // group past the end keeps the count of groups equal to the count of steps).
-#pragma unroll
-    for (int s = 0; s < STAGES - 1; ++s) {
-        if (s < steps) {
-            fetch(s * BK, s);
-        } else {
-            asm volatile("cp.async.commit_group;\n" ::);
-        }
-    }
-    wait_copies<STAGES - 2>();
-#else
-    fetch(0, 0);
+    fetch(0);
     stash(0);
-#endif
     __syncthreads();
 
     // The end of a K-step: the next step's tiles stored and visible to every thread. Then
     // every thread has finished reading this step's buffer, which can take new tiles.
     auto next_step = [&](int step) {
-#if ASYNC_COPY
-        wait_copies<STAGES - 2>();  // step + 1's copies (STAGES - 1 groups back) have landed
-        __syncthreads();
-        stage = (stage + 1) % STAGES;
-#else
         if (step + 1 < steps) stash(stage ^ 1);  // last read before the previous barrier
         __syncthreads();
         stage ^= 1;
-#endif
     };
 
     float a[2][TM], b[2][TN];
@@ -296,16 +233,7 @@ gemm_coarsened(const float* __restrict__ A, const float* __restrict__ B, float* 
 #pragma unroll UNROLL
     for (int step = 0; step < steps; ++step) {
         // Global loads for a later step in flight while this step computes.
-#if ASYNC_COPY
-        // Into the buffer read in the previous step, which every thread left at its barrier.
-        if (step + STAGES - 1 < steps) {
-            fetch((step + STAGES - 1) * BK, (stage + STAGES - 1) % STAGES);
-        } else {
-            asm volatile("cp.async.commit_group;\n" ::);
-        }
-#else
-        if (step + 1 < steps) fetch((step + 1) * BK, 0);
-#endif
+        if (step + 1 < steps) fetch((step + 1) * BK);
 
 #pragma unroll
         for (int k = 0; k < BK; ++k) {
