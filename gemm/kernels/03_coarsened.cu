@@ -63,66 +63,51 @@ static_assert(BM % WM == 0 && BN % WN == 0, "the block tile splits evenly into w
 static_assert(WM % TM == 0 && WN % TN == 0, "the warp tile splits evenly into thread tiles");
 static_assert(LANES_Y * LANES_X == 32, "a warp tile holds exactly 32 thread tiles");
 
-// Floats p[0] .. p[n-1], and zeros for the rest of the four (n <= 0: all zeros), whatever p's
-// alignment, where p is element e of an operand of `total` elements as passed to the kernel. With
-// p float `off` of its aligned 16 bytes, the float4 at p - off, and when off > 0 the one after
-// it, hold the four; a select on off picks them out of the eight. Those float4s are read only when
-// they lie within the operand's elements [0, total), so no read touches memory outside it; a group
-// whose aligned window crosses either end (only at the operand's first or last 8 elements) is
-// read one float at a time instead.
-__device__ __forceinline__ float4 load_unaligned(const float* p, int n, long long e, long long total)
+// The unaligned path's loads (N or K not a multiple of 4, or an operand not 16-byte aligned).
+// p[0] .. p[3] are the four floats a thread wants, of which the first n exist (n <= 0: none; the
+// rest are zero), and off = (address of p / 4) % 4 says how p sits in its aligned 16 bytes. Where
+// all four exist they are read with the widest aligned loads that hold exactly them: one float4
+// (off 0), two float2s (off 2), or a float, a float2 and a float (off 1 or 3, whose p[1] is 8-byte
+// aligned). Only wanted floats are read, so no load touches memory outside the operand, and every
+// load writes its own registers: nothing waits on the data until the tile is stored, after the
+// step's multiply-adds, so the loads stay in flight behind them as on the aligned path. A group
+// at the edge (n < 4) is read one float at a time, as before.
+// An odd off needs its float2 in an 8-byte-aligned register pair, so that group is held as
+// (p[0], p[3], p[1], p[2]); in_order puts it back when the tile is stored.
+__device__ __forceinline__ float4 load_unaligned(const float* p, int n)
 {
-    if (n <= 0) return make_float4(0.f, 0.f, 0.f, 0.f);
     const int off = (reinterpret_cast<size_t>(p) / 4) % 4;
-    float4 v;
-    if (e >= off && e - off + (off ? 8 : 4) <= total) {
-        const float4* w = reinterpret_cast<const float4*>(p - off);
-        const float4 x = w[0], y = off ? w[1] : x;
-        // Shift the eight floats x.x .. y.w left by off, in two steps (2 if off & 2, then 1 if
-        // off & 1): plain selects, which keep every value in a register (an array indexed by off
-        // would go to local memory) and need no branch.
-        const bool two = off & 2, one = off & 1;
-        const float u0 = two ? x.z : x.x, u1 = two ? x.w : x.y, u2 = two ? y.x : x.z,
-                    u3 = two ? y.y : x.w, u4 = two ? y.z : y.x;
-        v = one ? make_float4(u1, u2, u3, u4) : make_float4(u0, u1, u2, u3);
-    } else {
-        v = make_float4(p[0], n > 1 ? p[1] : 0.f, n > 2 ? p[2] : 0.f, n > 3 ? p[3] : 0.f);
+    if (n >= 4 && off == 0) return *reinterpret_cast<const float4*>(p);
+    if (n >= 4 && off == 2) {
+        const float2 lo = reinterpret_cast<const float2*>(p)[0];
+        const float2 hi = reinterpret_cast<const float2*>(p)[1];
+        return make_float4(lo.x, lo.y, hi.x, hi.y);
     }
-    // The edge: floats past K (or N) are zero, even where the window read real values there.
-    return make_float4(v.x, n > 1 ? v.y : 0.f, n > 2 ? v.z : 0.f, n > 3 ? v.w : 0.f);
+    if (n >= 4) {
+        const float2 mid = *reinterpret_cast<const float2*>(p + 1);
+        return make_float4(p[0], p[3], mid.x, mid.y);
+    }
+    const float p0 = n > 0 ? p[0] : 0.f, p1 = n > 1 ? p[1] : 0.f, p2 = n > 2 ? p[2] : 0.f;
+    return off % 2 ? make_float4(p0, 0.f, p1, p2) : make_float4(p0, p1, p2, 0.f);
+}
+// The four floats of load_unaligned(p, n) in order. Tiles start BK (a multiple of 4) floats apart
+// in a row of A and BK rows apart in B, so off's parity, the one thing read here, is the same at
+// every K-step and any step's address of the group will do.
+__device__ __forceinline__ float4 in_order(float4 v, const float* p)
+{
+    return (reinterpret_cast<size_t>(p) / 4) % 2 ? make_float4(v.x, v.z, v.w, v.y) : v;
 }
 
-extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
-gemm_coarsened(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,
-               int M, int N, int K)
+// One block's BM×BN tile of C over K (one slice of it with split-K). Compiled twice, for VEC (every
+// row start 16-byte aligned: plain float4 loads and stores) and not (load_unaligned, and C stored
+// one float at a time), so the aligned path carries none of the other's code.
+template <bool VEC>
+__device__ __forceinline__ void block_tile(const float* __restrict__ A, const float* __restrict__ B,
+                                           float* __restrict__ C, int M, int N, int K, int lda,
+                                           float (&As)[2][BK][BM + AS_PAD], float (&Bs)[2][BK][BN])
 {
-    // Split-K: when few tiles of C would leave multiprocessors idle, gridDim.z blocks share each
-    // tile, block z taking one BK-aligned slice of K and writing its partial product to slice z of
-    // a workspace C[z][M][N]; gemm_coarsened_sum_splits then adds the slices in a fixed order, so
-    // the result repeats bit for bit (atomics would add in whatever order blocks finish).
-    // With gridDim.z = 1 the slice is all of K and C is the output itself.
-    const int lda = K;  // A's row stride stays the full depth; K becomes this slice's depth
-    const int slice = ((K - 1) / BK / gridDim.z + 1) * BK;
-    const int k_first = blockIdx.z * slice;
-    A += k_first;
-    B += (size_t)k_first * N;
-    C += (size_t)blockIdx.z * M * N;
-    K = min(slice, K - k_first);
-
-    // Two buffers: while one is read for this K-step, the next step's tiles are stored in the
-    // other, so a single barrier per step suffices.
-    __shared__ __align__(16) float As[2][BK][BM + AS_PAD];  // A tile, transposed: k-major
-    __shared__ __align__(16) float Bs[2][BK][BN];
-
     const int tid = threadIdx.x;
     const int row0 = blockIdx.y * BM, col0 = blockIdx.x * BN;
-
-    // Plain float4 global accesses need every row start 16-byte aligned; otherwise the loads go
-    // through load_unaligned and C is stored one float at a time. The condition is the same for
-    // the whole grid, so the branch never diverges.
-    const bool vec = (lda % 4 == 0) && (N % 4 == 0) &&
-                     ((reinterpret_cast<size_t>(A) | reinterpret_cast<size_t>(B) |
-                       reinterpret_cast<size_t>(C)) % 16 == 0);
 
     float4 a_next[A_LOADS], b_next[B_LOADS];
 
@@ -133,13 +118,11 @@ gemm_coarsened(const float* __restrict__ A, const float* __restrict__ B, float* 
             const int f = tid + l * THREADS;
             const int r = row0 + f / (BK / 4), k = k0 + (f % (BK / 4)) * 4;
             const float* p = A + (size_t)r * lda + k;
-            if (vec) {
+            if constexpr (VEC) {
                 a_next[l] = (r < M && k < K) ? *reinterpret_cast<const float4*>(p)
                                              : make_float4(0.f, 0.f, 0.f, 0.f);
             } else {
-                // Element indices count from A and B as passed, before the slice offsets.
-                a_next[l] = load_unaligned(p, r < M ? K - k : 0, (long long)r * lda + k_first + k,
-                                           (long long)M * lda);
+                a_next[l] = load_unaligned(p, r < M ? K - k : 0);
             }
         }
 #pragma unroll
@@ -147,12 +130,11 @@ gemm_coarsened(const float* __restrict__ A, const float* __restrict__ B, float* 
             const int f = tid + l * THREADS;
             const int k = k0 + f / (BN / 4), c = col0 + (f % (BN / 4)) * 4;
             const float* p = B + (size_t)k * N + c;
-            if (vec) {
+            if constexpr (VEC) {
                 b_next[l] = (k < K && c < N) ? *reinterpret_cast<const float4*>(p)
                                              : make_float4(0.f, 0.f, 0.f, 0.f);
             } else {
-                b_next[l] = load_unaligned(p, k < K ? N - c : 0, (long long)(k_first + k) * N + c,
-                                           (long long)lda * N);
+                b_next[l] = load_unaligned(p, k < K ? N - c : 0);
             }
         }
     };
@@ -161,6 +143,7 @@ gemm_coarsened(const float* __restrict__ A, const float* __restrict__ B, float* 
         for (int l = 0; l < A_LOADS; ++l) {
             const int f = tid + l * THREADS;
             const int r = f / (BK / 4), k = (f % (BK / 4)) * 4;
+            if constexpr (!VEC) a_next[l] = in_order(a_next[l], A + (size_t)(row0 + r) * lda + k);
             As[buf][k + 0][r] = a_next[l].x;
             As[buf][k + 1][r] = a_next[l].y;
             As[buf][k + 2][r] = a_next[l].z;
@@ -169,7 +152,9 @@ gemm_coarsened(const float* __restrict__ A, const float* __restrict__ B, float* 
 #pragma unroll
         for (int l = 0; l < B_LOADS; ++l) {
             const int f = tid + l * THREADS;
-            *reinterpret_cast<float4*>(&Bs[buf][f / (BN / 4)][(f % (BN / 4)) * 4]) = b_next[l];
+            const int k = f / (BN / 4), c = (f % (BN / 4)) * 4;
+            if constexpr (!VEC) b_next[l] = in_order(b_next[l], B + (size_t)k * N + col0 + c);
+            *reinterpret_cast<float4*>(&Bs[buf][k][c]) = b_next[l];
         }
     };
 
@@ -264,7 +249,7 @@ gemm_coarsened(const float* __restrict__ A, const float* __restrict__ B, float* 
                 const int c = col0 + col1 + gj * STRIDE_N;
                 const float* v = &acc[gi * 4 + i][gj * 4];
                 float* p = C + (size_t)r * N + c;
-                if (vec && c < N) {
+                if (VEC && c < N) {
                     *reinterpret_cast<float4*>(p) = make_float4(v[0], v[1], v[2], v[3]);
                 } else {
 #pragma unroll
@@ -273,6 +258,40 @@ gemm_coarsened(const float* __restrict__ A, const float* __restrict__ B, float* 
                 }
             }
         }
+}
+
+extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
+gemm_coarsened(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,
+               int M, int N, int K)
+{
+    // Split-K: when few tiles of C would leave multiprocessors idle, gridDim.z blocks share each
+    // tile, block z taking one BK-aligned slice of K and writing its partial product to slice z of
+    // a workspace C[z][M][N]; gemm_coarsened_sum_splits then adds the slices in a fixed order, so
+    // the result repeats bit for bit (atomics would add in whatever order blocks finish).
+    // With gridDim.z = 1 the slice is all of K and C is the output itself.
+    const int lda = K;  // A's row stride stays the full depth; K becomes this slice's depth
+    const int slice = ((K - 1) / BK / gridDim.z + 1) * BK;
+    const int k_first = blockIdx.z * slice;
+    A += k_first;
+    B += (size_t)k_first * N;
+    C += (size_t)blockIdx.z * M * N;
+    K = min(slice, K - k_first);
+
+    // Two buffers: while one is read for this K-step, the next step's tiles are stored in the
+    // other, so a single barrier per step suffices.
+    __shared__ __align__(16) float As[2][BK][BM + AS_PAD];  // A tile, transposed: k-major
+    __shared__ __align__(16) float Bs[2][BK][BN];
+
+    // Plain float4 global accesses need every row start 16-byte aligned. The condition is the
+    // same for the whole grid, so the branch never diverges.
+    const bool vec = (lda % 4 == 0) && (N % 4 == 0) &&
+                     ((reinterpret_cast<size_t>(A) | reinterpret_cast<size_t>(B) |
+                       reinterpret_cast<size_t>(C)) % 16 == 0);
+    if (vec) {
+        block_tile<true>(A, B, C, M, N, K, lda, As, Bs);
+    } else {
+        block_tile<false>(A, B, C, M, N, K, lda, As, Bs);
+    }
 }
 
 // Split-K's second pass: C = sum over z of W[z], added in order z = 0, 1, ... for every element.
