@@ -200,7 +200,8 @@ def _coarsened(
 ) -> Config:
     """A coarsened configuration; ``warp`` is its (WM, WN) warp tile."""
     keys = ("BM", "BN", "BK", "WM", "WN", "TM", "TN", "MIN_BLOCKS", "PREFETCH", "UNROLL")
-    return _frozen(dict(zip(keys, (bm, bn, bk, *warp, tm, tn, min_blocks, prefetch, unroll))))
+    values = (bm, bn, bk, *warp, tm, tn, min_blocks, prefetch, unroll)
+    return _frozen(dict(zip(keys, values, strict=True)))
 
 
 VARIANTS: Mapping[str, Variant] = MappingProxyType(
