@@ -72,8 +72,11 @@ static_assert(LANES_Y * LANES_X == 32, "a warp tile holds exactly 32 thread tile
 // load writes its own registers: nothing waits on the data until the tile is stored, after the
 // step's multiply-adds, so the loads stay in flight behind them as on the aligned path. A group
 // at the edge (n < 4) is read one float at a time, as before.
-// An odd off needs its float2 in an 8-byte-aligned register pair, so that group is held as
-// (p[0], p[3], p[1], p[2]); in_order puts it back when the tile is stored.
+// (Two aligned float4s around p and a select would read more, and the select needs the data
+// before the multiply-adds: a wait there, or eight registers a group held through them instead
+// of four, which spills under the launch bounds.) An odd off needs its float2 in an 8-byte-aligned
+// register pair, so that group is held as (p[0], p[3], p[1], p[2]); in_order puts it back when
+// the tile is stored.
 __device__ __forceinline__ float4 load_unaligned(const float* p, int n)
 {
     const int off = (reinterpret_cast<size_t>(p) / 4) % 4;
