@@ -90,8 +90,11 @@ __device__ __forceinline__ float4 load_unaligned(const float* p, int n)
         const float2 mid = *reinterpret_cast<const float2*>(p + 1);
         return make_float4(p[0], p[3], mid.x, mid.y);
     }
-    const float p0 = n > 0 ? p[0] : 0.f, p1 = n > 1 ? p[1] : 0.f, p2 = n > 2 ? p[2] : 0.f;
-    return off % 2 ? make_float4(p0, 0.f, p1, p2) : make_float4(p0, p1, p2, 0.f);
+    // The same layout, one float at a time: off picks which float each register loads (never
+    // which register a loaded value goes to, which would wait for the data).
+    const int y = off % 2 ? 3 : 1, z = off % 2 ? 1 : 2, w = off % 2 ? 2 : 3;
+    return make_float4(n > 0 ? p[0] : 0.f, n > y ? p[y] : 0.f, n > z ? p[z] : 0.f,
+                       n > w ? p[w] : 0.f);
 }
 // The four floats of load_unaligned(p, n) in order. Tiles start BK (a multiple of 4) floats apart
 // in a row of A and BK rows apart in B, so off's parity, the one thing read here, is the same at
