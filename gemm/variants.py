@@ -48,7 +48,6 @@ class Variant:
     ``split_k``: the kernel splits K over gridDim.z into a workspace that its
     ``sum_kernel_name`` kernel adds up. ``dispatch``: with no explicit
     configuration, ``gemm.dispatch`` picks one (and a split count) per shape and GPU;
-    ``table_only`` marks configurations only a measured tuning table may pick;
     ``resident_blocks``: the blocks of a configuration a multiprocessor holds at once (the
     dispatch's model of waves). ``switches``
     names the constants that turn a kernel feature off (0) or on (1); every other constant is a
@@ -66,7 +65,6 @@ class Variant:
     row_chunks: bool = False
     split_k: bool = False
     dispatch: bool = False
-    table_only: Callable[[Config], bool] = field(default=lambda c: False, compare=False)
     switches: frozenset[str] = frozenset()
     resident_blocks: Callable[[Config], int] = field(default=lambda c: 1, compare=False)
     notes: str = field(default="", compare=False)
@@ -179,11 +177,6 @@ _COARSENED_CONSTRAINTS = (
         "a warp tile holds exactly 32 thread tiles",
         lambda c: (c["WM"] // c["TM"]) * (c["WN"] // c["TN"]) == 32,
     ),
-    Constraint("the pipeline needs at least two shared buffers", lambda c: c["STAGES"] >= 2),
-    Constraint(
-        "tiles staged through registers use two shared buffers",
-        lambda c: c["ASYNC_COPY"] == 1 or c["STAGES"] == 2,
-    ),
 )
 
 _FLOAT = 4  # bytes
@@ -191,53 +184,25 @@ _AS_PAD = 4  # 03_coarsened.cu's AS_PAD: row padding of the transposed A tile
 
 
 def _coarsened_shared_bytes(c: Config) -> int:
-    """STAGES buffers each of the transposed, padded A tile and the B tile."""
-    return c["STAGES"] * c["BK"] * (c["BM"] + _AS_PAD + c["BN"]) * _FLOAT
-
-
-def _coarsened_table_only(c: Config) -> bool:
-    """A speed idea measured on one GPU at most, which only a measured tuning table may pick:
-    cp.async copies (with any number of stages), fragments prefetched one k ahead, the step loop
-    unrolled, or warp tiling proper (a warp tile narrower than the block, WN < BN)."""
-    return c["ASYNC_COPY"] == 1 or c["PREFETCH"] == 1 or c["UNROLL"] > 1 or c["WN"] < c["BN"]
+    """Two buffers each of the transposed, padded A tile and the B tile."""
+    return 2 * c["BK"] * (c["BM"] + _AS_PAD + c["BN"]) * _FLOAT
 
 
 def _coarsened(
     bm: int,
     bn: int,
     bk: int,
+    warp: tuple[int, int],
     tm: int,
     tn: int,
     min_blocks: int,
-    async_copy: int = 0,
-    warp: tuple[int, int] | None = None,
-    stages: int = 2,
-    prefetch: int = 0,
-    unroll: int = 1,
+    prefetch: int,
+    unroll: int,
 ) -> Config:
-    """A coarsened configuration; ``warp`` is its (WM, WN) warp tile.
-
-    Without ``warp`` a warp spans the block tile's full width: WN = BN, and its 32 lanes cover
-    32 / (BN / TN) rows of thread tiles. That is the layout the kernel had before warp tiles, with
-    the same shared-memory reads per warp, so those configurations cost what they were measured at.
-    """
-    wm, wn = warp or ((32 // (bn // tn)) * tm, bn)
-    return _frozen(
-        {
-            "BM": bm,
-            "BN": bn,
-            "BK": bk,
-            "WM": wm,
-            "WN": wn,
-            "TM": tm,
-            "TN": tn,
-            "MIN_BLOCKS": min_blocks,
-            "ASYNC_COPY": async_copy,
-            "STAGES": stages,
-            "PREFETCH": prefetch,
-            "UNROLL": unroll,
-        }
-    )
+    """A coarsened configuration; ``warp`` is its (WM, WN) warp tile."""
+    keys = ("BM", "BN", "BK", "WM", "WN", "TM", "TN", "MIN_BLOCKS", "PREFETCH", "UNROLL")
+    values = (bm, bn, bk, *warp, tm, tn, min_blocks, prefetch, unroll)
+    return _frozen(dict(zip(keys, values, strict=True)))
 
 
 VARIANTS: Mapping[str, Variant] = MappingProxyType(
@@ -264,65 +229,20 @@ VARIANTS: Mapping[str, Variant] = MappingProxyType(
             name="coarsened",
             description="BM×BN block tiles, BK deep, TM×TN elements of C in registers a thread",
             source="03_coarsened.cu",
-            # Default first: the fastest measured on the H200.
+            # Each was fastest on at least one shape of a 64-shape tuning grid on the H200; the
+            # default won the most. docs/tuning.md lists those removed and what they lost by.
             configs=(
-                _coarsened(128, 128, 16, 8, 8, 1),
-                _coarsened(128, 128, 8, 8, 8, 2),
-                _coarsened(128, 64, 8, 8, 8, 2),
-                _coarsened(64, 128, 8, 8, 8, 2),
-                _coarsened(64, 64, 16, 4, 4, 2),
-                # Smaller tiles for shapes whose grid of 128×128 tiles would not fill the GPU.
-                _coarsened(128, 64, 16, 8, 8, 3),
-                _coarsened(64, 64, 16, 8, 8, 6),
-                # Unmeasured speed ideas for large shapes (table_only: only the measured tuning
-                # table may pick them, never the heuristic). cp.async copies global -> shared with
-                # no staging registers, which leaves room for two blocks a multiprocessor.
-                _coarsened(128, 128, 16, 8, 8, 1, async_copy=1),
-                _coarsened(128, 128, 8, 8, 8, 2, async_copy=1),
-                # Warp tiles squarer than a full-width row of lanes: fewer distinct shared-memory
-                # reads a warp per K-step; then larger thread tiles (TM×TN = 128 outputs). Not
-                # here: BK16 with MIN_BLOCKS2 (either warp layout), which spills at 128 registers.
-                _coarsened(128, 128, 8, 8, 8, 2, warp=(32, 64)),
-                _coarsened(128, 128, 8, 8, 8, 2, warp=(64, 32)),
-                _coarsened(128, 256, 8, 8, 16, 1, warp=(32, 128)),
-                _coarsened(256, 128, 8, 16, 8, 1, warp=(64, 64)),
-                _coarsened(128, 128, 8, 8, 8, 2, async_copy=1, warp=(32, 64)),
-                # Latency hiding in the manner of CUTLASS-style kernels such as cuBLAS's own FP32
-                # kernel on the H200 (a 256×128×8 tile in three cp.async stages, its name says):
-                # each k's fragments read one k ahead, and the barrier
-                # moved before the last k's products; then copies running two steps ahead
-                # through a third shared buffer.
-                _coarsened(128, 256, 8, 8, 16, 1, warp=(32, 128), prefetch=1),
-                _coarsened(256, 128, 8, 16, 8, 1, warp=(64, 64), prefetch=1),
-                _coarsened(128, 256, 8, 8, 16, 1, async_copy=1, warp=(32, 128), stages=3),
-                _coarsened(
-                    128, 256, 8, 8, 16, 1, async_copy=1, warp=(32, 128), stages=3, prefetch=1
-                ),
-                _coarsened(
-                    256, 128, 8, 16, 8, 1, async_copy=1, warp=(64, 64), stages=3, prefetch=1
-                ),
-                _coarsened(128, 128, 16, 8, 8, 1, prefetch=1),
-                _coarsened(128, 64, 16, 8, 8, 3, warp=(32, 64), prefetch=1),
-                _coarsened(128, 128, 8, 8, 8, 2, warp=(32, 64), prefetch=1),
-                # 128 outputs a thread in a 128×128 tile: 128 threads, two blocks a
-                # multiprocessor, so one block's barrier is covered by the other's work.
-                _coarsened(128, 128, 8, 8, 16, 2, warp=(32, 128), prefetch=1),
-                _coarsened(128, 128, 16, 8, 16, 2, warp=(32, 128), prefetch=1),
-                _coarsened(128, 128, 8, 16, 8, 2, warp=(64, 64), prefetch=1),
-                _coarsened(128, 128, 16, 16, 8, 2, warp=(64, 64), prefetch=1),
-                _coarsened(64, 256, 8, 8, 16, 2, warp=(32, 128), prefetch=1),
-                _coarsened(128, 256, 8, 8, 16, 1, warp=(64, 64), prefetch=1),
-                # The step loop unrolled twice: a gate on the H200 measured it 1.7% faster for
-                # the 128×256 tile at 4096³ and 4.9% slower for the 128×64 tile at 2049³.
-                _coarsened(128, 256, 8, 8, 16, 1, warp=(64, 64), prefetch=1, unroll=2),
-                _coarsened(128, 256, 8, 8, 16, 1, warp=(32, 128), prefetch=1, unroll=2),
-                _coarsened(256, 128, 8, 16, 8, 1, warp=(64, 64), prefetch=1, unroll=2),
-                _coarsened(128, 128, 16, 8, 8, 1, prefetch=1, unroll=2),
-                _coarsened(128, 256, 8, 8, 16, 1, warp=(64, 64), prefetch=1, unroll=4),
+                _coarsened(128, 256, 8, (64, 64), 8, 16, 1, prefetch=1, unroll=2),
+                _coarsened(128, 256, 8, (32, 128), 8, 16, 1, prefetch=1, unroll=2),
+                _coarsened(128, 256, 8, (64, 64), 8, 16, 1, prefetch=1, unroll=1),
+                _coarsened(128, 128, 16, (16, 128), 8, 8, 1, prefetch=1, unroll=1),
+                _coarsened(128, 128, 8, (32, 64), 8, 8, 2, prefetch=1, unroll=1),
+                _coarsened(128, 64, 16, (32, 64), 8, 8, 3, prefetch=1, unroll=1),
+                _coarsened(64, 128, 8, (16, 128), 8, 8, 2, prefetch=0, unroll=1),
+                _coarsened(64, 64, 16, (8, 64), 4, 4, 2, prefetch=0, unroll=1),
             ),
-            table_only=_coarsened_table_only,
             resident_blocks=lambda c: c["MIN_BLOCKS"],
-            switches=frozenset({"ASYNC_COPY", "PREFETCH"}),
+            switches=frozenset({"PREFETCH"}),
             threads=_coarsened_threads,
             tile=lambda c: (c["BM"], c["BN"]),
             constraints=_COARSENED_CONSTRAINTS,

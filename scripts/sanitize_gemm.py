@@ -37,6 +37,10 @@ SHAPES = [
     (3, 4099, 17),
     (16, 16, 4097),
 ]
+# Offset views: (M, N, K, floats A starts past its allocation, the same for B). Each view ends
+# where its allocation ends, so memcheck sees any read by coarsened's unaligned loads outside the
+# operand, at its first or its last float.
+VIEWS = [(67, 132, 132, 1, 2), (67, 257, 129, 3, 1)]
 
 
 def launch_plan() -> list[tuple[str, dict | None, int | None]]:
@@ -67,14 +71,25 @@ def run_all() -> None:
 
     rng = cupy.random.default_rng(7)
     plan = launch_plan()
-    for m, n, k in SHAPES:
-        a = rng.standard_normal((m, k), dtype=cupy.float32)
-        b = rng.standard_normal((k, n), dtype=cupy.float32)
+
+    def view(rows, cols, offset):
+        return rng.standard_normal(offset + rows * cols, dtype=cupy.float32)[offset:].reshape(
+            rows, cols
+        )
+
+    operands = [(view(m, k, 0), view(k, n, 0)) for m, n, k in SHAPES]
+    operands += [(view(m, k, a_off), view(k, n, b_off)) for m, n, k, a_off, b_off in VIEWS]
+    for a, b in operands:
+        (m, k), n = a.shape, b.shape[1]
         for name, config, splits in plan:
             out = cupy.empty((m, n), cupy.float32)
             matmul(a, b, variant=name, out=out, config=config, splits=splits)
         cupy.cuda.Device().synchronize()
-        print(f"ran {m}x{n}x{k}: {len(plan)} launches (every configuration and split)", flush=True)
+        starts = f"A, B start {a.data.ptr % 16}, {b.data.ptr % 16} bytes past 16-byte boundaries"
+        print(
+            f"ran {m}x{n}x{k} ({starts}): {len(plan)} launches (every configuration and split)",
+            flush=True,
+        )
 
 
 def plant_out_of_bounds() -> None:

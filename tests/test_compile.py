@@ -110,7 +110,7 @@ BAD_CONFIGS = [
     ),
     pytest.param(
         "coarsened",
-        {"WM": 32, "WN": 128},
+        {"WM": 64, "WN": 128},
         "a warp tile holds exactly 32 thread tiles",
         id="coarsened-warp-of-64-lanes",
     ),

@@ -94,22 +94,6 @@ class TestHeuristic:
         assert 1 <= choice.splits <= dispatch.MAX_SPLITS
         assert choice.source == "heuristic"
 
-    def test_table_only_configs_exist_but_are_never_default(self):
-        """The cp.async configurations are registered (tests and the tuner see them), not default."""
-        assert any(COARSENED.table_only(c) for c in COARSENED.configs)
-        assert not COARSENED.table_only(DEFAULT)
-
-    def test_table_only_means_async_prefetch_or_warp_tiled(self):
-        """A configuration is table-only exactly when it copies by cp.async, prefetches fragments
-        or its warp tile is narrower than the block; the layouts the heuristic picks from are not."""
-        for config in COARSENED.configs:
-            idea = (
-                config["ASYNC_COPY"] == 1 or config["PREFETCH"] == 1 or config["WN"] < config["BN"]
-            )
-            assert COARSENED.table_only(config) == idea, config_name(config)
-        warp_tiled = [c for c in COARSENED.configs if c["WN"] < c["BN"]]
-        assert warp_tiled and all(COARSENED.table_only(c) for c in warp_tiled)
-
     def test_untiled_configs_keep_the_full_width_warp(self):
         """Every configuration registered before warp tiles spans the block's width with one warp
         (WN = BN, WM = 32 / (BN / TN) rows of thread tiles), so it reads shared memory as before."""

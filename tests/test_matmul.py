@@ -30,7 +30,7 @@ AWKWARD_SHAPES = [
     (33, 33, 33),  # one past a 32 tile
     (129, 129, 129),  # one past a 128 tile
     (129, 33, 257),
-    (128, 132, 130),  # N a multiple of 4, K not: the coarsened kernel's scalar path
+    (128, 132, 130),  # N a multiple of 4, K not: the coarsened kernel's unaligned path
     (132, 128, 132),  # all multiples of 4: its float4 path with partial tiles
     (4099, 3, 17),  # tall and skinny
     (3, 4099, 17),  # wide
@@ -120,6 +120,39 @@ def test_split_k_repeatable(variant, config, rng):
     second = matmul(a, b, variant=variant, config=config, splits=5, out=poisoned(97, 131))
     assert bool((first == second).all())
     check(first, a, b)
+
+
+# Operands whose rows do not all start on a 16-byte boundary, which coarsened reads through its
+# unaligned loads: (M, N, K, floats A starts past an aligned allocation, the same for B, splits).
+UNALIGNED = [
+    pytest.param(67, 132, 257, 0, 0, 1, id="K-1-mod-4"),  # A's rows start at each of the 4 offsets
+    pytest.param(67, 257, 132, 0, 0, 1, id="N-1-mod-4"),  # and so do B's
+    pytest.param(67, 258, 134, 0, 0, 1, id="N-K-2-mod-4"),  # offsets 0 and 2
+    *[pytest.param(67, 132, 132, o, 0, 1, id=f"A-offset-{o}") for o in (1, 2, 3)],
+    *[pytest.param(67, 132, 132, 0, o, 1, id=f"B-offset-{o}") for o in (1, 2, 3)],
+    pytest.param(97, 131, 1029, 0, 0, 3, id="split-K-1-mod-4"),  # slices start mid-row
+    pytest.param(97, 132, 1030, 3, 1, 2, id="split-K-offsets"),
+]
+
+
+@gpu
+@pytest.mark.parametrize("config", VARIANTS["coarsened"].configs, ids=config_name)
+@pytest.mark.parametrize(("m", "n", "k", "a_offset", "b_offset", "splits"), UNALIGNED)
+def test_unaligned_operands(config, m, n, k, a_offset, b_offset, splits, rng):
+    """N or K off a multiple of 4, or A or B an offset view, with and without split-K: every
+    configuration is right and writes every element. Each view ends where its allocation ends, so
+    compute-sanitizer (memory pool off) reports any read past the operand's first or last float."""
+    import cupy
+
+    def view(rows, cols, offset):
+        flat = rng.standard_normal(offset + rows * cols, dtype=cupy.float32)
+        operand = flat[offset:].reshape(rows, cols)
+        assert operand.data.ptr % 16 == 4 * offset
+        return operand
+
+    a, b = view(m, k, a_offset), view(k, n, b_offset)
+    c = matmul(a, b, variant="coarsened", config=dict(config), splits=splits, out=poisoned(m, n))
+    check(c, a, b)
 
 
 @gpu

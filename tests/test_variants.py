@@ -49,8 +49,8 @@ class TestRegistry:
             tiled.resolve({"BOGUS": 1})
         with pytest.raises(ValueError, match="positive int"):
             tiled.resolve({"TILE": 0})
-        with pytest.raises(ValueError, match="switch ASYNC_COPY must be 0 or 1"):
-            VARIANTS["coarsened"].resolve({"ASYNC_COPY": 2})
+        with pytest.raises(ValueError, match="switch PREFETCH must be 0 or 1"):
+            VARIANTS["coarsened"].resolve({"PREFETCH": 2})
 
     @pytest.mark.parametrize("variant", [v for v in VARIANTS.values() if not v.is_library], ids=str)
     def test_every_registered_config_resolves(self, variant):
@@ -168,7 +168,7 @@ class TestConfigurationLimits:
             ),
             (
                 "coarsened",
-                {"WM": 32, "WN": 128},
+                {"WM": 64, "WN": 128},
                 "breaks a kernel constraint: a warp tile holds exactly 32 thread tiles",
             ),
             (
@@ -246,6 +246,7 @@ class TestGrid:
         from gemm._api import _grid
 
         coarsened = VARIANTS["coarsened"]
-        assert _grid(coarsened, coarsened.config, 1024, 1024, 3) == (8, 8, 3)
+        assert coarsened.tile(coarsened.config) == (128, 256)
+        assert _grid(coarsened, coarsened.config, 1024, 1024, 3) == (4, 8, 3)  # N/256, M/128
         with pytest.raises(ValueError, match="grid limit of 65535 on z"):
             _grid(coarsened, coarsened.config, 1024, 1024, 70000)

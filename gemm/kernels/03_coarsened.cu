@@ -29,18 +29,6 @@
 #ifndef MIN_BLOCKS
 #error "MIN_BLOCKS is not defined: compile-time constants come from the registry, gemm/variants.py"
 #endif
-// 1: tiles go from global to shared memory by cp.async (sm_80+), without staging in registers.
-#ifndef ASYNC_COPY
-#error "ASYNC_COPY is not defined: compile-time constants come from the registry, gemm/variants.py"
-#endif
-#if ASYNC_COPY && defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
-#error "ASYNC_COPY=1 needs sm_80 or later (cp.async)"
-#endif
-// Shared-memory buffers of each tile: 2 lets the next K-step's tiles be stored while this one is
-// read; with ASYNC_COPY, more let copies run STAGES - 1 steps ahead of the multiply-adds.
-#ifndef STAGES
-#error "STAGES is not defined: compile-time constants come from the registry, gemm/variants.py"
-#endif
 // 1: each k's values of A and B are read from shared memory into registers one k ahead of the
 // multiply-adds that use them, so their latency hides behind the previous k's products.
 #ifndef PREFETCH
@@ -74,113 +62,73 @@ static_assert((BK * BN) % (4 * THREADS) == 0, "the B tile splits evenly over the
 static_assert(BM % WM == 0 && BN % WN == 0, "the block tile splits evenly into warp tiles");
 static_assert(WM % TM == 0 && WN % TN == 0, "the warp tile splits evenly into thread tiles");
 static_assert(LANES_Y * LANES_X == 32, "a warp tile holds exactly 32 thread tiles");
-static_assert(STAGES >= 2, "the pipeline needs at least two shared buffers");
-static_assert(ASYNC_COPY || STAGES == 2, "tiles staged through registers use two shared buffers");
 
-#if ASYNC_COPY
-// Asynchronous copies (cp.async): the copy engine writes shared memory itself, so the next tile
-// needs no registers while it is in flight. A copy whose element lies past an edge reads
-// nothing (source size 0) and writes zeros; its address is then the base pointer, always valid.
-__device__ __forceinline__ void copy_async4(float* dst, const float* src, bool in, const float* base)
+// The unaligned path's loads (N or K not a multiple of 4, or an operand not 16-byte aligned).
+// p[0] .. p[3] are the four floats a thread wants, of which the first n exist (n <= 0: none; the
+// rest are zero), and off = (address of p / 4) % 4 says how p sits in its aligned 16 bytes. Where
+// all four exist they are read with the widest aligned loads that hold exactly them: one float4
+// (off 0), two float2s (off 2), or a float, a float2 and a float (off 1 or 3, whose p[1] is 8-byte
+// aligned). Only wanted floats are read, so no load touches memory outside the operand, and every
+// load writes its own registers: nothing waits on the data until the tile is stored, after the
+// step's multiply-adds, so the loads stay in flight behind them as on the aligned path. A group
+// at the edge (n < 4) is read one float at a time, as before.
+// (Two aligned float4s around p and a select would read more, and the select needs the data
+// before the multiply-adds: a wait there, or eight registers a group held through them instead
+// of four, which spills under the launch bounds.) An odd off needs its float2 in an 8-byte-aligned
+// register pair, so that group is held as (p[0], p[3], p[1], p[2]); in_order puts it back when
+// the tile is stored.
+__device__ __forceinline__ float4 load_unaligned(const float* p, int n)
 {
-    const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n"
-                 :: "r"(s), "l"(in ? src : base), "r"(in ? 4 : 0));
+    const int off = (reinterpret_cast<size_t>(p) / 4) % 4;
+    if (n >= 4 && off == 0) return *reinterpret_cast<const float4*>(p);
+    if (n >= 4 && off == 2) {
+        const float2 lo = reinterpret_cast<const float2*>(p)[0];
+        const float2 hi = reinterpret_cast<const float2*>(p)[1];
+        return make_float4(lo.x, lo.y, hi.x, hi.y);
+    }
+    if (n >= 4) {
+        const float2 mid = *reinterpret_cast<const float2*>(p + 1);
+        return make_float4(p[0], p[3], mid.x, mid.y);
+    }
+    // The same layout, one float at a time: off picks which float each register loads (never
+    // which register a loaded value goes to, which would wait for the data).
+    const int y = off % 2 ? 3 : 1, z = off % 2 ? 1 : 2, w = off % 2 ? 2 : 3;
+    return make_float4(n > 0 ? p[0] : 0.f, n > y ? p[y] : 0.f, n > z ? p[z] : 0.f,
+                       n > w ? p[w] : 0.f);
 }
-__device__ __forceinline__ void copy_async16(float* dst, const float* src, bool in, const float* base)
+// The four floats of load_unaligned(p, n) in order. Tiles start BK (a multiple of 4) floats apart
+// in a row of A and BK rows apart in B, so off's parity, the one thing read here, is the same at
+// every K-step and any step's address of the group will do.
+__device__ __forceinline__ float4 in_order(float4 v, const float* p)
 {
-    const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
-                 :: "r"(s), "l"(in ? src : base), "r"(in ? 16 : 0));
+    return (reinterpret_cast<size_t>(p) / 4) % 2 ? make_float4(v.x, v.z, v.w, v.y) : v;
 }
-// Wait until at most PENDING of this thread's newest copy groups are still in flight; a barrier
-// after it makes every thread's landed copies visible.
-template <int PENDING>
-__device__ __forceinline__ void wait_copies()
+
+// One block's BM×BN tile of C over K (one slice of it with split-K). Compiled twice, for VEC (every
+// row start 16-byte aligned: plain float4 loads and stores) and not (load_unaligned, and C stored
+// one float at a time), so the aligned path carries none of the other's code.
+template <bool VEC>
+__device__ __forceinline__ void block_tile(const float* __restrict__ A, const float* __restrict__ B,
+                                           float* __restrict__ C, int M, int N, int K, int lda,
+                                           float (&As)[2][BK][BM + AS_PAD], float (&Bs)[2][BK][BN])
 {
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(PENDING) : "memory");
-}
-#endif
-
-extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
-gemm_coarsened(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,
-               int M, int N, int K)
-{
-    // Split-K: when few tiles of C would leave multiprocessors idle, gridDim.z blocks share each
-    // tile, block z taking one BK-aligned slice of K and writing its partial product to slice z of
-    // a workspace C[z][M][N]; gemm_coarsened_sum_splits then adds the slices in a fixed order, so
-    // the result repeats bit for bit (atomics would add in whatever order blocks finish).
-    // With gridDim.z = 1 the slice is all of K and C is the output itself.
-    const int lda = K;  // A's row stride stays the full depth; K becomes this slice's depth
-    const int slice = ((K - 1) / BK / gridDim.z + 1) * BK;
-    const int k_first = blockIdx.z * slice;
-    A += k_first;
-    B += (size_t)k_first * N;
-    C += (size_t)blockIdx.z * M * N;
-    K = min(slice, K - k_first);
-
-    // STAGES buffers: while one is read for this K-step, later steps' tiles are stored in the
-    // others, so a single barrier per step suffices.
-    __shared__ __align__(16) float As[STAGES][BK][BM + AS_PAD];  // A tile, transposed: k-major
-    __shared__ __align__(16) float Bs[STAGES][BK][BN];
-
     const int tid = threadIdx.x;
     const int row0 = blockIdx.y * BM, col0 = blockIdx.x * BN;
 
-    // float4 global accesses need every row start 16-byte aligned; otherwise take the scalar path.
-    // The condition is the same for the whole grid, so the branch never diverges.
-    const bool vec = (lda % 4 == 0) && (N % 4 == 0) &&
-                     ((reinterpret_cast<size_t>(A) | reinterpret_cast<size_t>(B) |
-                       reinterpret_cast<size_t>(C)) % 16 == 0);
-
-#if ASYNC_COPY
-    // Start copying the K-step at k0 straight into shared buffer buf; zero past every edge.
-    auto fetch = [&](int k0, int buf) {
-#pragma unroll
-        for (int l = 0; l < A_LOADS; ++l) {
-            // Consecutive lanes take consecutive rows, so each one-float copy into the
-            // transposed tile lands a warp's 32 floats in 32 different banks.
-            const int f = tid + l * THREADS;
-            const int r = f % BM, k = (f / BM) * 4;
-            const bool in = row0 + r < M;
-            const float* p = A + (size_t)(row0 + r) * lda + k0 + k;
-#pragma unroll
-            for (int j = 0; j < 4; ++j)  // one float at a time: the A tile is stored transposed
-                copy_async4(&As[buf][k + j][r], p + j, in && k0 + k + j < K, A);
-        }
-#pragma unroll
-        for (int l = 0; l < B_LOADS; ++l) {
-            const int f = tid + l * THREADS;
-            const int k = f / (BN / 4), c = (f % (BN / 4)) * 4;
-            const bool in = k0 + k < K;
-            const float* p = B + (size_t)(k0 + k) * N + col0 + c;
-            if (vec) {
-                copy_async16(&Bs[buf][k][c], p, in && col0 + c < N, B);
-            } else {
-#pragma unroll
-                for (int j = 0; j < 4; ++j)
-                    copy_async4(&Bs[buf][k][c + j], p + j, in && col0 + c + j < N, B);
-            }
-        }
-        asm volatile("cp.async.commit_group;\n" ::);
-    };
-#else
     float4 a_next[A_LOADS], b_next[B_LOADS];
 
     // Fetch the K-step starting at k0 into registers; zero past every edge of A and B.
-    auto fetch = [&](int k0, int) {
+    auto fetch = [&](int k0) {
 #pragma unroll
         for (int l = 0; l < A_LOADS; ++l) {
             const int f = tid + l * THREADS;
             const int r = row0 + f / (BK / 4), k = k0 + (f % (BK / 4)) * 4;
             const float* p = A + (size_t)r * lda + k;
-            if (vec) {
+            if constexpr (VEC) {
                 a_next[l] = (r < M && k < K) ? *reinterpret_cast<const float4*>(p)
                                              : make_float4(0.f, 0.f, 0.f, 0.f);
             } else {
-                const bool in = r < M;
-                a_next[l] = make_float4(in && k < K ? p[0] : 0.f, in && k + 1 < K ? p[1] : 0.f,
-                                        in && k + 2 < K ? p[2] : 0.f, in && k + 3 < K ? p[3] : 0.f);
+                a_next[l] = load_unaligned(p, r < M ? K - k : 0);
             }
         }
 #pragma unroll
@@ -188,13 +136,11 @@ gemm_coarsened(const float* __restrict__ A, const float* __restrict__ B, float* 
             const int f = tid + l * THREADS;
             const int k = k0 + f / (BN / 4), c = col0 + (f % (BN / 4)) * 4;
             const float* p = B + (size_t)k * N + c;
-            if (vec) {
+            if constexpr (VEC) {
                 b_next[l] = (k < K && c < N) ? *reinterpret_cast<const float4*>(p)
                                              : make_float4(0.f, 0.f, 0.f, 0.f);
             } else {
-                const bool in = k < K;
-                b_next[l] = make_float4(in && c < N ? p[0] : 0.f, in && c + 1 < N ? p[1] : 0.f,
-                                        in && c + 2 < N ? p[2] : 0.f, in && c + 3 < N ? p[3] : 0.f);
+                b_next[l] = load_unaligned(p, k < K ? N - c : 0);
             }
         }
     };
@@ -203,6 +149,7 @@ gemm_coarsened(const float* __restrict__ A, const float* __restrict__ B, float* 
         for (int l = 0; l < A_LOADS; ++l) {
             const int f = tid + l * THREADS;
             const int r = f / (BK / 4), k = (f % (BK / 4)) * 4;
+            if constexpr (!VEC) a_next[l] = in_order(a_next[l], A + (size_t)(row0 + r) * lda + k);
             As[buf][k + 0][r] = a_next[l].x;
             As[buf][k + 1][r] = a_next[l].y;
             As[buf][k + 2][r] = a_next[l].z;
@@ -211,10 +158,11 @@ gemm_coarsened(const float* __restrict__ A, const float* __restrict__ B, float* 
 #pragma unroll
         for (int l = 0; l < B_LOADS; ++l) {
             const int f = tid + l * THREADS;
-            *reinterpret_cast<float4*>(&Bs[buf][f / (BN / 4)][(f % (BN / 4)) * 4]) = b_next[l];
+            const int k = f / (BN / 4), c = (f % (BN / 4)) * 4;
+            if constexpr (!VEC) b_next[l] = in_order(b_next[l], B + (size_t)k * N + col0 + c);
+            *reinterpret_cast<float4*>(&Bs[buf][k][c]) = b_next[l];
         }
     };
-#endif
 
     // Warp tiling: a warp's 32 lanes are laid out LANES_Y × LANES_X, each lane a 4×4 piece of
     // C, so per K-step a warp reads only LANES_Y distinct float4s of A and LANES_X of B from
@@ -257,36 +205,16 @@ gemm_coarsened(const float* __restrict__ A, const float* __restrict__ B, float* 
 
     const int steps = (K - 1) / BK + 1;
     int stage = 0;  // the buffer this K-step reads
-#if ASYNC_COPY
-    // Prologue: the first STAGES - 1 steps' copies in flight, one commit group each (an empty
-    // group past the end keeps the count of groups equal to the count of steps).
-#pragma unroll
-    for (int s = 0; s < STAGES - 1; ++s) {
-        if (s < steps) {
-            fetch(s * BK, s);
-        } else {
-            asm volatile("cp.async.commit_group;\n" ::);
-        }
-    }
-    wait_copies<STAGES - 2>();
-#else
-    fetch(0, 0);
+    fetch(0);
     stash(0);
-#endif
     __syncthreads();
 
     // The end of a K-step: the next step's tiles stored and visible to every thread. Then
     // every thread has finished reading this step's buffer, which can take new tiles.
     auto next_step = [&](int step) {
-#if ASYNC_COPY
-        wait_copies<STAGES - 2>();  // step + 1's copies (STAGES - 1 groups back) have landed
-        __syncthreads();
-        stage = (stage + 1) % STAGES;
-#else
         if (step + 1 < steps) stash(stage ^ 1);  // last read before the previous barrier
         __syncthreads();
         stage ^= 1;
-#endif
     };
 
     float a[2][TM], b[2][TN];
@@ -296,16 +224,7 @@ gemm_coarsened(const float* __restrict__ A, const float* __restrict__ B, float* 
 #pragma unroll UNROLL
     for (int step = 0; step < steps; ++step) {
         // Global loads for a later step in flight while this step computes.
-#if ASYNC_COPY
-        // Into the buffer read in the previous step, which every thread left at its barrier.
-        if (step + STAGES - 1 < steps) {
-            fetch((step + STAGES - 1) * BK, (stage + STAGES - 1) % STAGES);
-        } else {
-            asm volatile("cp.async.commit_group;\n" ::);
-        }
-#else
-        if (step + 1 < steps) fetch((step + 1) * BK, 0);
-#endif
+        if (step + 1 < steps) fetch((step + 1) * BK);
 
 #pragma unroll
         for (int k = 0; k < BK; ++k) {
@@ -336,7 +255,7 @@ gemm_coarsened(const float* __restrict__ A, const float* __restrict__ B, float* 
                 const int c = col0 + col1 + gj * STRIDE_N;
                 const float* v = &acc[gi * 4 + i][gj * 4];
                 float* p = C + (size_t)r * N + c;
-                if (vec && c < N) {
+                if (VEC && c < N) {
                     *reinterpret_cast<float4*>(p) = make_float4(v[0], v[1], v[2], v[3]);
                 } else {
 #pragma unroll
@@ -345,6 +264,40 @@ gemm_coarsened(const float* __restrict__ A, const float* __restrict__ B, float* 
                 }
             }
         }
+}
+
+extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
+gemm_coarsened(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,
+               int M, int N, int K)
+{
+    // Split-K: when few tiles of C would leave multiprocessors idle, gridDim.z blocks share each
+    // tile, block z taking one BK-aligned slice of K and writing its partial product to slice z of
+    // a workspace C[z][M][N]; gemm_coarsened_sum_splits then adds the slices in a fixed order, so
+    // the result repeats bit for bit (atomics would add in whatever order blocks finish).
+    // With gridDim.z = 1 the slice is all of K and C is the output itself.
+    const int lda = K;  // A's row stride stays the full depth; K becomes this slice's depth
+    const int slice = ((K - 1) / BK / gridDim.z + 1) * BK;
+    const int k_first = blockIdx.z * slice;
+    A += k_first;
+    B += (size_t)k_first * N;
+    C += (size_t)blockIdx.z * M * N;
+    K = min(slice, K - k_first);
+
+    // Two buffers: while one is read for this K-step, the next step's tiles are stored in the
+    // other, so a single barrier per step suffices.
+    __shared__ __align__(16) float As[2][BK][BM + AS_PAD];  // A tile, transposed: k-major
+    __shared__ __align__(16) float Bs[2][BK][BN];
+
+    // Plain float4 global accesses need every row start 16-byte aligned. The condition is the
+    // same for the whole grid, so the branch never diverges.
+    const bool vec = (lda % 4 == 0) && (N % 4 == 0) &&
+                     ((reinterpret_cast<size_t>(A) | reinterpret_cast<size_t>(B) |
+                       reinterpret_cast<size_t>(C)) % 16 == 0);
+    if (vec) {
+        block_tile<true>(A, B, C, M, N, K, lda, As, Bs);
+    } else {
+        block_tile<false>(A, B, C, M, N, K, lda, As, Bs);
+    }
 }
 
 // Split-K's second pass: C = sum over z of W[z], added in order z = 0, 1, ... for every element.
