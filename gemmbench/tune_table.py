@@ -66,12 +66,12 @@ def render_table(tables: dict) -> str:
 
 
 def markdown(gpu: dispatch.Gpu, tuned: str, rows: list[dict], winners: dict, args) -> str:
-    """This GPU's section of docs/tuning.md: the winners, then every measurement."""
+    """This GPU's section of docs/tuning.md: how the run was made, and its winners' speeds beside the heuristic's."""
     lines = [
         _BEGIN.format(gpu=gpu.name),
         f"### {gpu.name} (sm_{gpu.compute_capability}, {gpu.sm_count} multiprocessors)",
         "",
-        f"Tuned {tuned}: `python -m gemmbench tune {' '.join(args.shape_texts)}`, through "
+        f"Tuned {tuned}: {_command(args.shape_texts)}, through "
         f"`gemmbench.measure`: seeded uniform(−1, 1) float32 inputs, each candidate checked "
         f"against the float64 product (relative Frobenius error ≤ 8·√K·2⁻²⁴, output poisoned "
         f"with NaN), then median of {args.repeat} DeviceTimer samples after {args.warmup} "
@@ -90,39 +90,63 @@ def markdown(gpu: dispatch.Gpu, tuned: str, rows: list[dict], winners: dict, arg
             + ", ".join("x".join(map(str, s)) for s in args.skipped)
             + "; the classes it did not reach keep the previous entry of the table.",
         ]
-    lines += [
-        "",
-        "| shape class | configuration | splits | heuristic would pick |",
-        "|---|---|---:|---|",
-    ]
+    fraction = {
+        (dispatch.shape_class(r["m"], r["n"], r["k"]), r["config"], r["splits"]): r[
+            "fraction_of_cublas"
+        ]
+        for r in rows
+        if r["median_s"] is not None and r.get("fraction_of_cublas") is not None
+    }
     variant = VARIANTS["coarsened"]
+    tuned_speed, heuristic_speed = [], []
     for klass, (name, splits) in winners.items():
         m, n, k = (int(d) for d in klass.removesuffix("-unaligned").split("x"))
         guess = dispatch.heuristic(variant, m, n, k, gpu.sm_count)
-        lines.append(
-            f"| {klass} | {name} | {splits} | {config_name(guess.config)} × {guess.splits} |"
-        )
+        if (klass, name, splits) in fraction:
+            tuned_speed.append(fraction[(klass, name, splits)])
+        measured_guess = fraction.get((klass, config_name(guess.config), guess.splits))
+        if measured_guess is not None:
+            heuristic_speed.append(measured_guess)
     lines += [
         "",
-        "| shape | configuration | splits | ms | TFLOP/s | × cuBLAS | rel. error |",
-        "|---|---|---:|---:|---:|---:|---:|",
+        f"{len(winners)} shapes tuned; each one's winner is its entry in "
+        "`gemm/dispatch_table.py`, and every measurement is in the run's `--json` file. "
+        "Speed as a fraction of cuBLAS's (higher is faster):",
+        "",
+        "| choice | shapes | min | 10th percentile | median |",
+        "|---|--:|--:|--:|--:|",
+        _distribution_row("the table's winner", tuned_speed),
+        _distribution_row("the heuristic's pick, where measured", heuristic_speed),
     ]
-
-    def number(value, spec: str) -> str:
-        return "–" if value is None else format(value, spec)
-
-    for r in rows:
-        klass = dispatch.shape_class(r["m"], r["n"], r["k"])
-        mark = "**" if winners.get(klass) == (r["config"], r["splits"]) else ""
-        milliseconds = None if r["median_s"] is None else r["median_s"] * 1e3
-        lines.append(
-            f"| {r['m']}×{r['n']}×{r['k']} | {mark}{r['config']}{mark} | {r['splits']} | "
-            f"{number(milliseconds, '.3f')} | {number(r['tflops'], '.2f')} | "
-            f"{number(r['fraction_of_cublas'], '.3f')} | "
-            f"{r['relative_error']:.1e}{'' if r['correct'] else ' WRONG'} |"
-        )
+    wrong = sorted(
+        {
+            f"{r['m']}×{r['n']}×{r['k']} {r['config']} × {r['splits']}"
+            for r in rows
+            if not r["correct"]
+        }
+    )
+    if wrong:
+        lines += ["", "WRONG results, never picked: " + "; ".join(wrong) + "."]
     lines += ["", _END.format(gpu=gpu.name)]
     return "\n".join(lines)
+
+
+def _command(shapes: list[str]) -> str:
+    """The tuning command with its shapes, or their count where a list would fill the page."""
+    if len(shapes) <= 8:
+        return f"`python -m gemmbench tune {' '.join(shapes)}`"
+    return f"`python -m gemmbench tune SHAPE ...` over {len(shapes)} shapes"
+
+
+def _distribution_row(label: str, values: list[float]) -> str:
+    if not values:
+        return f"| {label} | 0 | – | – | – |"
+    ordered = sorted(values)
+    tenth = ordered[int(0.1 * (len(ordered) - 1))]
+    return (
+        f"| {label} | {len(values)} | {ordered[0]:.3f} | {tenth:.3f} | "
+        f"{statistics.median(ordered):.3f} |"
+    )
 
 
 def replace_section(doc: str, gpu_name: str, section: str) -> str:
