@@ -2,7 +2,7 @@
 # One GPU call: the phases of a benchmark process (cold then warm kernel cache), whether a forked
 # child of a process that imported cupy and the suite can use CUDA, the tuning of every registered
 # configuration over lab/scripts/tuning_grid.py's 64 shapes, and one commit of history, timestamped.
-# Phase "probe" (default) or "tune". Writes into $OUT (default ./out). Run after the bundle reset of lab/README.md.
+# Phase "probe" (default) or "tune" (RETUNE=1: only tuning_grid.py's RETUNE shapes). Writes into $OUT (default ./out). Run after the bundle reset of lab/README.md.
 set -u
 out=${OUT:-out}; mkdir -p "$out"
 PY=${GEMM_PYTHON:-python3}
@@ -32,7 +32,7 @@ hist=$(mktemp -d)/hist; snapshot_repo "$hist" grid-evidence >/dev/null; g branch
     "$PY" -m gemmbench machine --name h200-evidence &&
     "$PY" -m gemmbench history HEAD~1..HEAD --machine h200-evidence --bench time_gemm) 2>&1 | stamp >"$out/history-stamped.txt"
 else
-grid=$("$PY" lab/scripts/tuning_grid.py)
+grid=$("$PY" lab/scripts/tuning_grid.py ${RETUNE:+--retune})
 # shellcheck disable=SC2086
 timeout 400 "$PY" -m gemmbench tune $grid --repeat 7 --warmup 1 --budget-s 330 --json "$out/tune.json" \
     --doc /tmp/tuning-doc.md >"$out/tune.txt" 2>&1

@@ -64,5 +64,10 @@ ODD = [
 GRID = (
     [f"{s}x{s}x{s}" for s in SQUARES + UNALIGNED_SQUARES] + MLP + TALL + WIDE + DEEPK + SMALL + ODD
 )
+# The shapes a kernel change to the unaligned loads or to the split counts moves: re-tuned alone.
+RETUNE = [f"{s}x{s}x{s}" for s in SQUARES[:7] + UNALIGNED_SQUARES] + DEEPK + SMALL + ODD
+
 if __name__ == "__main__":
-    print("\n".join(GRID))
+    import sys
+
+    print("\n".join(RETUNE if sys.argv[1:] == ["--retune"] else GRID))
