@@ -25,9 +25,6 @@ _BEGIN = "<!-- tune: {gpu} begin -->"
 _END = "<!-- tune: {gpu} end -->"
 
 
-_LINE_LENGTH = 100  # pyproject.toml's [tool.ruff] line-length
-
-
 def render_table(tables: dict) -> str:
     """gemm/dispatch_table.py's text for ``tables``, formatted as ruff formats it."""
 
@@ -50,15 +47,9 @@ def render_table(tables: dict) -> str:
         raise TypeError(f"cannot write {value!r} into the table")
 
     def entry(value, indent: int, key_width: int) -> str:
-        """A dict value; a tuple too long for its line goes one item a line, as ruff splits it."""
-        text = literal(value, indent)
-        width = key_width + len(": ") + len(text) + len(",")
-        if not isinstance(value, tuple) or width <= _LINE_LENGTH:
-            return text
-        pad = " " * (indent + 4)
-        return (
-            "(\n" + "".join(f"{pad}{literal(v, indent + 4)},\n" for v in value) + " " * indent + ")"
-        )
+        """A dict value; a (configuration, splits) pair stays on its key's line, one shape a
+        line (the file is generated, so ruff's formatter leaves it alone: pyproject.toml)."""
+        return literal(value, indent)
 
     source = Path(TABLE_PATH).read_text(encoding="utf-8")
     header = source[: source.index("TABLES = ")]

@@ -63,72 +63,53 @@ static_assert(BM % WM == 0 && BN % WN == 0, "the block tile splits evenly into w
 static_assert(WM % TM == 0 && WN % TN == 0, "the warp tile splits evenly into thread tiles");
 static_assert(LANES_Y * LANES_X == 32, "a warp tile holds exactly 32 thread tiles");
 
-// The unaligned path's loads (N or K not a multiple of 4, or an operand not 16-byte aligned).
-// p[0] .. p[3] are the four floats a thread wants, of which the first n exist (n <= 0: none; the
-// rest are zero), and off = (address of p / 4) % 4 says how p sits in its aligned 16 bytes. Where
-// all four exist they are read with the widest aligned loads that hold exactly them: one float4
-// (off 0), two float2s (off 2), or a float, a float2 and a float (off 1 or 3, whose p[1] is 8-byte
-// aligned). Only wanted floats are read, so no load touches memory outside the operand, and every
-// load writes its own registers: nothing waits on the data until the tile is stored, after the
-// step's multiply-adds, so the loads stay in flight behind them as on the aligned path. A group
-// at the edge (n < 4) is read one float at a time, as before.
-// (Two aligned float4s around p and a select would read more, and the select needs the data
-// before the multiply-adds: a wait there, or eight registers a group held through them instead
-// of four, which spills under the launch bounds.) An odd off needs its float2 in an 8-byte-aligned
-// register pair, so that group is held as (p[0], p[3], p[1], p[2]); in_order puts it back when
-// the tile is stored.
-__device__ __forceinline__ float4 load_unaligned(const float* p, int n)
+extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
+gemm_coarsened(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,
+               int M, int N, int K)
 {
-    const int off = (reinterpret_cast<size_t>(p) / 4) % 4;
-    if (n >= 4 && off == 0) return *reinterpret_cast<const float4*>(p);
-    if (n >= 4 && off == 2) {
-        const float2 lo = reinterpret_cast<const float2*>(p)[0];
-        const float2 hi = reinterpret_cast<const float2*>(p)[1];
-        return make_float4(lo.x, lo.y, hi.x, hi.y);
-    }
-    if (n >= 4) {
-        const float2 mid = *reinterpret_cast<const float2*>(p + 1);
-        return make_float4(p[0], p[3], mid.x, mid.y);
-    }
-    // The same layout, one float at a time: off picks which float each register loads (never
-    // which register a loaded value goes to, which would wait for the data).
-    const int y = off % 2 ? 3 : 1, z = off % 2 ? 1 : 2, w = off % 2 ? 2 : 3;
-    return make_float4(n > 0 ? p[0] : 0.f, n > y ? p[y] : 0.f, n > z ? p[z] : 0.f,
-                       n > w ? p[w] : 0.f);
-}
-// The four floats of load_unaligned(p, n) in order. Tiles start BK (a multiple of 4) floats apart
-// in a row of A and BK rows apart in B, so off's parity, the one thing read here, is the same at
-// every K-step and any step's address of the group will do.
-__device__ __forceinline__ float4 in_order(float4 v, const float* p)
-{
-    return (reinterpret_cast<size_t>(p) / 4) % 2 ? make_float4(v.x, v.z, v.w, v.y) : v;
-}
+    // Split-K: when few tiles of C would leave multiprocessors idle, gridDim.z blocks share each
+    // tile, block z taking one BK-aligned slice of K and writing its partial product to slice z of
+    // a workspace C[z][M][N]; gemm_coarsened_sum_splits then adds the slices in a fixed order, so
+    // the result repeats bit for bit (atomics would add in whatever order blocks finish).
+    // With gridDim.z = 1 the slice is all of K and C is the output itself.
+    const int lda = K;  // A's row stride stays the full depth; K becomes this slice's depth
+    const int slice = ((K - 1) / BK / gridDim.z + 1) * BK;
+    const int k_first = blockIdx.z * slice;
+    A += k_first;
+    B += (size_t)k_first * N;
+    C += (size_t)blockIdx.z * M * N;
+    K = min(slice, K - k_first);
 
-// One block's BM×BN tile of C over K (one slice of it with split-K). Compiled twice, for VEC (every
-// row start 16-byte aligned: plain float4 loads and stores) and not (load_unaligned, and C stored
-// one float at a time), so the aligned path carries none of the other's code.
-template <bool VEC>
-__device__ __forceinline__ void block_tile(const float* __restrict__ A, const float* __restrict__ B,
-                                           float* __restrict__ C, int M, int N, int K, int lda,
-                                           float (&As)[2][BK][BM + AS_PAD], float (&Bs)[2][BK][BN])
-{
+    // Two buffers: while one is read for this K-step, the next step's tiles are stored in the
+    // other, so a single barrier per step suffices.
+    __shared__ __align__(16) float As[2][BK][BM + AS_PAD];  // A tile, transposed: k-major
+    __shared__ __align__(16) float Bs[2][BK][BN];
+
     const int tid = threadIdx.x;
     const int row0 = blockIdx.y * BM, col0 = blockIdx.x * BN;
+
+    // float4 global accesses need every row start 16-byte aligned; otherwise take the scalar path.
+    // The condition is the same for the whole grid, so the branch never diverges.
+    const bool vec = (lda % 4 == 0) && (N % 4 == 0) &&
+                     ((reinterpret_cast<size_t>(A) | reinterpret_cast<size_t>(B) |
+                       reinterpret_cast<size_t>(C)) % 16 == 0);
 
     float4 a_next[A_LOADS], b_next[B_LOADS];
 
     // Fetch the K-step starting at k0 into registers; zero past every edge of A and B.
-    auto fetch = [&](int k0) {
+    auto fetch = [&](int k0, int) {
 #pragma unroll
         for (int l = 0; l < A_LOADS; ++l) {
             const int f = tid + l * THREADS;
             const int r = row0 + f / (BK / 4), k = k0 + (f % (BK / 4)) * 4;
             const float* p = A + (size_t)r * lda + k;
-            if constexpr (VEC) {
+            if (vec) {
                 a_next[l] = (r < M && k < K) ? *reinterpret_cast<const float4*>(p)
                                              : make_float4(0.f, 0.f, 0.f, 0.f);
             } else {
-                a_next[l] = load_unaligned(p, r < M ? K - k : 0);
+                const bool in = r < M;
+                a_next[l] = make_float4(in && k < K ? p[0] : 0.f, in && k + 1 < K ? p[1] : 0.f,
+                                        in && k + 2 < K ? p[2] : 0.f, in && k + 3 < K ? p[3] : 0.f);
             }
         }
 #pragma unroll
@@ -136,11 +117,13 @@ __device__ __forceinline__ void block_tile(const float* __restrict__ A, const fl
             const int f = tid + l * THREADS;
             const int k = k0 + f / (BN / 4), c = col0 + (f % (BN / 4)) * 4;
             const float* p = B + (size_t)k * N + c;
-            if constexpr (VEC) {
+            if (vec) {
                 b_next[l] = (k < K && c < N) ? *reinterpret_cast<const float4*>(p)
                                              : make_float4(0.f, 0.f, 0.f, 0.f);
             } else {
-                b_next[l] = load_unaligned(p, k < K ? N - c : 0);
+                const bool in = k < K;
+                b_next[l] = make_float4(in && c < N ? p[0] : 0.f, in && c + 1 < N ? p[1] : 0.f,
+                                        in && c + 2 < N ? p[2] : 0.f, in && c + 3 < N ? p[3] : 0.f);
             }
         }
     };
@@ -149,7 +132,6 @@ __device__ __forceinline__ void block_tile(const float* __restrict__ A, const fl
         for (int l = 0; l < A_LOADS; ++l) {
             const int f = tid + l * THREADS;
             const int r = f / (BK / 4), k = (f % (BK / 4)) * 4;
-            if constexpr (!VEC) a_next[l] = in_order(a_next[l], A + (size_t)(row0 + r) * lda + k);
             As[buf][k + 0][r] = a_next[l].x;
             As[buf][k + 1][r] = a_next[l].y;
             As[buf][k + 2][r] = a_next[l].z;
@@ -158,9 +140,7 @@ __device__ __forceinline__ void block_tile(const float* __restrict__ A, const fl
 #pragma unroll
         for (int l = 0; l < B_LOADS; ++l) {
             const int f = tid + l * THREADS;
-            const int k = f / (BN / 4), c = (f % (BN / 4)) * 4;
-            if constexpr (!VEC) b_next[l] = in_order(b_next[l], B + (size_t)k * N + col0 + c);
-            *reinterpret_cast<float4*>(&Bs[buf][k][c]) = b_next[l];
+            *reinterpret_cast<float4*>(&Bs[buf][f / (BN / 4)][(f % (BN / 4)) * 4]) = b_next[l];
         }
     };
 
@@ -205,7 +185,7 @@ __device__ __forceinline__ void block_tile(const float* __restrict__ A, const fl
 
     const int steps = (K - 1) / BK + 1;
     int stage = 0;  // the buffer this K-step reads
-    fetch(0);
+    fetch(0, 0);
     stash(0);
     __syncthreads();
 
@@ -224,7 +204,7 @@ __device__ __forceinline__ void block_tile(const float* __restrict__ A, const fl
 #pragma unroll UNROLL
     for (int step = 0; step < steps; ++step) {
         // Global loads for a later step in flight while this step computes.
-        if (step + 1 < steps) fetch((step + 1) * BK);
+        if (step + 1 < steps) fetch((step + 1) * BK, 0);
 
 #pragma unroll
         for (int k = 0; k < BK; ++k) {
@@ -255,7 +235,7 @@ __device__ __forceinline__ void block_tile(const float* __restrict__ A, const fl
                 const int c = col0 + col1 + gj * STRIDE_N;
                 const float* v = &acc[gi * 4 + i][gj * 4];
                 float* p = C + (size_t)r * N + c;
-                if (VEC && c < N) {
+                if (vec && c < N) {
                     *reinterpret_cast<float4*>(p) = make_float4(v[0], v[1], v[2], v[3]);
                 } else {
 #pragma unroll
@@ -264,40 +244,6 @@ __device__ __forceinline__ void block_tile(const float* __restrict__ A, const fl
                 }
             }
         }
-}
-
-extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
-gemm_coarsened(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,
-               int M, int N, int K)
-{
-    // Split-K: when few tiles of C would leave multiprocessors idle, gridDim.z blocks share each
-    // tile, block z taking one BK-aligned slice of K and writing its partial product to slice z of
-    // a workspace C[z][M][N]; gemm_coarsened_sum_splits then adds the slices in a fixed order, so
-    // the result repeats bit for bit (atomics would add in whatever order blocks finish).
-    // With gridDim.z = 1 the slice is all of K and C is the output itself.
-    const int lda = K;  // A's row stride stays the full depth; K becomes this slice's depth
-    const int slice = ((K - 1) / BK / gridDim.z + 1) * BK;
-    const int k_first = blockIdx.z * slice;
-    A += k_first;
-    B += (size_t)k_first * N;
-    C += (size_t)blockIdx.z * M * N;
-    K = min(slice, K - k_first);
-
-    // Two buffers: while one is read for this K-step, the next step's tiles are stored in the
-    // other, so a single barrier per step suffices.
-    __shared__ __align__(16) float As[2][BK][BM + AS_PAD];  // A tile, transposed: k-major
-    __shared__ __align__(16) float Bs[2][BK][BN];
-
-    // Plain float4 global accesses need every row start 16-byte aligned. The condition is the
-    // same for the whole grid, so the branch never diverges.
-    const bool vec = (lda % 4 == 0) && (N % 4 == 0) &&
-                     ((reinterpret_cast<size_t>(A) | reinterpret_cast<size_t>(B) |
-                       reinterpret_cast<size_t>(C)) % 16 == 0);
-    if (vec) {
-        block_tile<true>(A, B, C, M, N, K, lda, As, Bs);
-    } else {
-        block_tile<false>(A, B, C, M, N, K, lda, As, Bs);
-    }
 }
 
 // Split-K's second pass: C = sum over z of W[z], added in order z = 0, 1, ... for every element.
