@@ -48,10 +48,13 @@ L2_POLICY = measure.L2_POLICY
 
 
 def candidates(variant: Variant, m: int, n: int, k: int, sm_count: int) -> list[tuple[Config, int]]:
-    """Every registered configuration unsplit, and split where its grid is under one wave."""
-    found = []
+    """The heuristic's own choice, every registered configuration unsplit, and split where its
+    grid is under one wave: a table entry must beat what the GPU would run without it."""
+    guess = dispatch.heuristic(variant, m, n, k, sm_count)
+    found = [(guess.config, guess.splits)]
     for config in variant.configs:
-        found.append((config, 1))
+        if (config, 1) not in found:
+            found.append((config, 1))
         tiles = dispatch.blocks(variant, config, m, n)
         if not variant.split_k or tiles >= sm_count:
             continue
@@ -60,6 +63,7 @@ def candidates(variant: Variant, m: int, n: int, k: int, sm_count: int) -> list[
                 tiles * splits <= 2 * sm_count
                 and k // splits >= MIN_SLICE
                 and dispatch.effective_splits(variant, config, k, splits) == splits
+                and (config, splits) not in found
             ):
                 found.append((config, splits))
     return found

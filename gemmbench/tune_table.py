@@ -98,11 +98,12 @@ def markdown(gpu: dispatch.Gpu, tuned: str, rows: list[dict], winners: dict, arg
         measured_guess = fraction.get((klass, config_name(guess.config), guess.splits))
         if measured_guess is not None:
             heuristic_speed.append(measured_guess)
+    in_table = len(differs_from_heuristic(gpu, winners))
     lines += [
         "",
-        f"{len(winners)} shapes tuned; each one's winner is its entry in "
-        "`gemm/dispatch_table.py`, and every measurement is in the run's `--json` file. "
-        "Speed as a fraction of cuBLAS's (higher is faster):",
+        f"{len(winners)} shapes tuned; the {in_table} whose winner is not the heuristic's own "
+        "choice are entries of `gemm/dispatch_table.py`, and every measurement is in the run's "
+        "`--json` file. Speed as a fraction of cuBLAS's (higher is faster):",
         "",
         "| choice | shapes | min | 10th percentile | median |",
         "|---|--:|--:|--:|--:|",
@@ -187,10 +188,24 @@ def pick(rows: list[dict]) -> dict[str, tuple[str, int]]:
     return dict(sorted(chosen.items()))
 
 
+def differs_from_heuristic(gpu: dispatch.Gpu, winners: dict) -> dict:
+    """The winners the heuristic would not pick itself: the table holds only those, so a shape
+    where the heuristic's own choice measured fastest stays the heuristic's (tune always
+    measures that choice among the candidates)."""
+    variant = VARIANTS["coarsened"]
+    kept = {}
+    for klass, (name, splits) in winners.items():
+        m, n, k = (int(d) for d in klass.removesuffix("-unaligned").split("x"))
+        guess = dispatch.heuristic(variant, m, n, k, gpu.sm_count)
+        if (config_name(guess.config), guess.splits) != (name, splits):
+            kept[klass] = (name, splits)
+    return kept
+
+
 def table_entry(gpu: dispatch.Gpu, tuned: str, winners: dict, skipped: list) -> dict:
-    """This GPU's new table entry: the winners, and for the classes a budget-stopped run did not
-    reach, the previous entry's choice (better than falling back to the heuristic)."""
-    classes = dict(winners)
+    """This GPU's new table entry: the winners the heuristic would not pick, and for the shapes a
+    budget-stopped run did not reach, the previous entry's choice."""
+    classes = differs_from_heuristic(gpu, winners)
     previous = TABLES.get(gpu.name, {})
     if skipped and previous.get("sm_count") == gpu.sm_count:
         not_reached = {dispatch.shape_class(*s) for s in skipped} - set(winners)
@@ -298,13 +313,15 @@ def repick(args) -> int:
             setattr(args, option, recorded[0])
     winners = pick([r for r in rows if r["correct"] and r["median_s"] is not None])
     tuned = args.tuned or entry["tuned"]
-    tables = {name: {**entry, "tuned": tuned, "coarsened": dict(sorted(winners.items()))}}
+    kept = differs_from_heuristic(gpu, winners)
+    tables = {name: {**entry, "tuned": tuned, "coarsened": dict(sorted(kept.items()))}}
     args.table.write_text(render_table(tables), encoding="utf-8")
     doc = args.doc.read_text(encoding="utf-8") if args.doc.exists() else "# Tuning\n"
     section = markdown(gpu, tuned, rows, winners, args)
     args.doc.write_text(replace_section(doc, name, section), encoding="utf-8")
     print(
-        f"re-picked {args.table} and {args.doc} from {args.repick}: {name}, {len(winners)} classes"
+        f"re-picked {args.table} and {args.doc} from {args.repick}: {name}, {len(winners)} "
+        f"shapes, {len(kept)} of them not the heuristic's own choice"
     )
     for klass, (config, splits) in winners.items():
         print(f"  {klass}: {config} × {splits}")

@@ -268,8 +268,15 @@ class TestRepick:
         namespace: dict = {}
         exec(table.read_text(), namespace)
         (entry,) = namespace["TABLES"].values()
-        assert entry["coarsened"]["2048x2048x2048"] == (self.A, 1)
-        assert entry["coarsened"]["2049x2049x2049-unaligned"] == (self.B, 1)
+        for key, winner, shape in [
+            ("2048x2048x2048", (self.A, 1), (2048, 2048, 2048)),
+            ("2049x2049x2049-unaligned", (self.B, 1), (2049, 2049, 2049)),
+        ]:
+            guess = dispatch.heuristic(VARIANTS["coarsened"], *shape, 132)
+            if (config_name(guess.config), guess.splits) == winner:
+                assert key not in entry["coarsened"]  # the heuristic picks it anyway
+            else:
+                assert entry["coarsened"][key] == winner
         assert entry["tuned"] == "2026-01-01 at abc1234"
         assert "Re-picked without a GPU" in doc.read_text()
 
@@ -549,8 +556,8 @@ class TestMainThroughMeasure:
         code = tune.main(["1024", "--table", str(table), "--doc", str(doc), "--json", str(out)])
         assert code == 1
         assert "wrong results, left out of the table" in capsys.readouterr().err
-        winner = self.read_table(table)["1024x1024x1024"]
-        assert winner[0] != BEST
+        winner = self.read_table(table).get("1024x1024x1024")  # None: the heuristic's own won
+        assert winner is None or winner[0] != BEST
         wrong_lines = [line for line in doc.read_text().splitlines() if "WRONG" in line]
         assert wrong_lines and all(BEST in line for line in wrong_lines)
         assert tune.json.loads(out.read_text())[0]["median_s"] == 2.0
@@ -597,3 +604,25 @@ class TestOnGpu:
             assert r["correct"], r
             assert r["relative_error"] <= r["error_bound"] == measure.error_bound(r["k"])
             assert r["median_s"] > 0 and r["cublas_s"] > 0 and r["fraction_of_cublas"] > 0
+
+
+class TestHeuristicInTheRun:
+    """A table entry must beat what the GPU runs without it."""
+
+    def test_heuristic_choice_is_a_candidate(self):
+        """Whatever the shape, the heuristic's own (configuration, splits) is measured."""
+        for shape in [(1024, 1024, 1024), (256, 256, 65536), (2356, 2340, 1912), (777, 1555, 4099)]:
+            guess = dispatch.heuristic(COARSENED, *shape, 132)
+            assert (guess.config, guess.splits) in tune.candidates(COARSENED, *shape, 132)
+
+    def test_entries_equal_to_the_heuristic_are_left_out(self):
+        """A winner the heuristic would pick anyway is not written; one it would not, is."""
+        shape = (2356, 2340, 1912)
+        guess = dispatch.heuristic(COARSENED, *shape, 132)
+        other = next(c for c in COARSENED.configs if c != guess.config)
+        winners = {
+            "2356x2340x1912": (config_name(guess.config), guess.splits),
+            "4096x4096x4096": (config_name(other), 3),
+        }
+        kept = tune_table.differs_from_heuristic(TEST_GPU, winners)
+        assert kept == {"4096x4096x4096": (config_name(other), 3)}

@@ -2,7 +2,8 @@
 # One GPU call: the phases of a benchmark process (cold then warm kernel cache), whether a forked
 # child of a process that imported cupy and the suite can use CUDA, the tuning of every registered
 # configuration over lab/scripts/tuning_grid.py's 64 shapes, and one commit of history, timestamped.
-# Phase "probe" (default) or "tune" (RETUNE=1: only tuning_grid.py's RETUNE shapes). Writes into $OUT (default ./out). Run after the bundle reset of lab/README.md.
+# Phase "probe" (default), "tune" (RETUNE=1: only tuning_grid.py's RETUNE shapes) or "final"
+# (the gate of this commit against PARENT, a seed-11 random sweep, three commits of time_gemm history). Writes into $OUT (default ./out). Run after the bundle reset of lab/README.md.
 set -u
 out=${OUT:-out}; mkdir -p "$out"
 PY=${GEMM_PYTHON:-python3}
@@ -31,6 +32,22 @@ hist=$(mktemp -d)/hist; snapshot_repo "$hist" grid-evidence >/dev/null; g branch
 (cd "$hist" && echo "<!-- a comment -->" >>README.md && g commit -qam "comment only" &&
     "$PY" -m gemmbench machine --name h200-evidence &&
     "$PY" -m gemmbench history HEAD~1..HEAD --machine h200-evidence --bench time_gemm) 2>&1 | stamp >"$out/history-stamped.txt"
+elif [[ $1 == final ]]; then
+# The step against its parent: coarsened at the gate's shapes, this commit against PARENT.
+clone=$(mktemp -d)/gate; git clone -q . "$clone" && git -C "$clone" branch -f base "${PARENT:-df84b47}"
+t0=$SECONDS
+"$PY" -m gemmbench gate --repo "$clone" --base base --head HEAD --gpus one \
+    --cases coarsened-4096,coarsened-2048,coarsened-2049,coarsened-1024 --json "$out/gate.json" >"$out/gate.txt" 2>&1
+echo "gate exit $? in $((SECONDS - t0)) s" >>"$out/gate.txt"
+# A second held-back random draw.
+timeout -s INT 120 "$PY" -m gemmbench report --sweep --repeat 7 --warmup 2 --random 40 --seed 11 \
+    --json "$out/random11.json" >"$out/random11.txt" 2>"$out/random11-progress.log"
+# time_gemm alone, three commits (the first installs; the others change a comment only).
+source lab/scripts/_snapshot.sh
+hist=$(mktemp -d)/hist; snapshot_repo "$hist" grid-evidence >/dev/null; g branch -m base main
+(cd "$hist" && for i in 1 2 3; do echo "<!-- comment $i -->" >>README.md && g commit -qam "comment $i"; done &&
+    "$PY" -m gemmbench machine --name h200-evidence &&
+    timeout -s INT 200 "$PY" -m gemmbench history HEAD~3..HEAD --machine h200-evidence --bench time_gemm) 2>&1 | stamp >"$out/history-time-gemm.txt"
 else
 grid=$("$PY" lab/scripts/tuning_grid.py ${RETUNE:+--retune})
 # shellcheck disable=SC2086
