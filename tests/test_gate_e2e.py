@@ -195,8 +195,10 @@ class TestGateEndToEnd:
         repo.thresholds.write_text(THRESHOLDS + 'tolerances = { "hash" = 0.9 }\n')
         code, output, result = repo.gate(base, head)
         assert code == 0 and verdicts(result)["hash"] != "slower", output
-        # A default far below the 1.5x, so CPU contention on a busy runner cannot hide it.
+        # A default far below the 1.5x, and more rounds, so that one round blurred by CPU
+        # contention on a busy runner cannot lift p over alpha.
         strict = THRESHOLDS.replace("tolerance = 0.25", "tolerance = 0.05")
+        strict = strict.replace("rounds = 8", "rounds = 16")
         repo.thresholds.write_text(strict + 'tolerances = { "steady" = 0.9 }\n')
         code, output, result = repo.gate(base, head)
         assert code == 1 and verdicts(result)["hash"] == "slower", output
