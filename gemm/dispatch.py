@@ -89,6 +89,19 @@ def predicted_seconds(
     return seconds
 
 
+def split_counts(variant: Variant, config: Config, k: int) -> tuple[int, ...]:
+    """The K-split counts the dispatch may run ``config`` with at depth ``k``: 1, and each of
+    SPLIT_CANDIDATES whose slices are at least MIN_SLICE_K deep and that the kernel runs as asked
+    (``effective_splits``); only 1 for a variant that cannot split."""
+    if not variant.split_k:
+        return (1,)
+    return tuple(
+        s
+        for s in SPLIT_CANDIDATES
+        if s == 1 or (k // s >= MIN_SLICE_K and effective_splits(variant, config, k, s) == s)
+    )
+
+
 def heuristic(variant: Variant, m: int, n: int, k: int, sm_count: int) -> Choice:
     """The documented fallback rule (docs/tuning.md): of every registered configuration, unsplit
     or with K in SPLIT_CANDIDATES slices of at least MIN_SLICE_K, the one whose modelled time
@@ -97,18 +110,14 @@ def heuristic(variant: Variant, m: int, n: int, k: int, sm_count: int) -> Choice
         return Choice(variant.config, 1, "heuristic")  # nothing to launch
     best = None
     for order, config in enumerate(variant.configs):
-        for splits in SPLIT_CANDIDATES if variant.split_k else (1,):
-            if splits > 1 and (
-                k // splits < MIN_SLICE_K or effective_splits(variant, config, k, splits) != splits
-            ):
-                continue
+        for splits in split_counts(variant, config, k):
             score = (predicted_seconds(variant, config, splits, m, n, k, sm_count), order, splits)
             if best is None or score < best[0]:
                 best = (score, config, splits)
     return Choice(best[1], best[2], "heuristic")
 
 
-def table_entry(gpu: Gpu, tables: Mapping = TABLES) -> tuple[str, Mapping] | None:
+def table_for(gpu: Gpu, tables: Mapping = TABLES) -> tuple[str, Mapping] | None:
     """The tuning table for ``gpu`` and whose it is: its own, else that of a GPU of the same
     architecture and multiprocessor count (an H100 SXM uses the H200's: both sm_90 with 132)."""
     own = tables.get(gpu.name)
@@ -133,7 +142,7 @@ def from_table(
     aligned: bool = True,
 ) -> Choice | None:
     """The tuned choice for this GPU and shape class, or None when the table has none."""
-    found = table_entry(gpu, tables)
+    found = table_for(gpu, tables)
     if found is None:
         return None
     owner, entry = found

@@ -40,31 +40,20 @@ from gemmbench import exitcodes, machine, measure, tune_table
 from gemmbench.cli import OneLineErrorParser, cannot_write
 from gemmbench.report import parse_shape
 
-# K-split counts tried for a configuration whose grid leaves multiprocessors idle: the dispatch's
-# own (gemm.dispatch), kept to at most two waves of blocks and slices at least MIN_SLICE deep.
-SPLIT_CANDIDATES = dispatch.SPLIT_CANDIDATES[1:]
-MIN_SLICE = dispatch.MIN_SLICE_K
 L2_POLICY = measure.L2_POLICY
 
 
 def candidates(variant: Variant, m: int, n: int, k: int, sm_count: int) -> list[tuple[Config, int]]:
     """The heuristic's own choice, every registered configuration unsplit, and split where its
-    grid is under one wave: a table entry must beat what the GPU would run without it."""
+    grid is under one wave (the dispatch's split counts, kept to at most two waves of blocks):
+    a table entry must beat what the GPU would run without it."""
     guess = dispatch.heuristic(variant, m, n, k, sm_count)
     found = [(guess.config, guess.splits)]
     for config in variant.configs:
-        if (config, 1) not in found:
-            found.append((config, 1))
         tiles = dispatch.blocks(variant, config, m, n)
-        if not variant.split_k or tiles >= sm_count:
-            continue
-        for splits in SPLIT_CANDIDATES:
-            if (
-                tiles * splits <= 2 * sm_count
-                and k // splits >= MIN_SLICE
-                and dispatch.effective_splits(variant, config, k, splits) == splits
-                and (config, splits) not in found
-            ):
+        for splits in dispatch.split_counts(variant, config, k):
+            wanted = splits == 1 or (tiles < sm_count and tiles * splits <= 2 * sm_count)
+            if wanted and (config, splits) not in found:
                 found.append((config, splits))
     return found
 

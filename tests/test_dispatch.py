@@ -46,11 +46,7 @@ class TestHeuristic:
             choice = heuristic(COARSENED, *shape, 132)
             best = modelled(choice, shape, 132)
             for config in COARSENED.configs:
-                for splits in dispatch.SPLIT_CANDIDATES:
-                    if splits > 1 and shape[2] // splits < dispatch.MIN_SLICE_K:
-                        continue
-                    if dispatch.effective_splits(COARSENED, config, shape[2], splits) != splits:
-                        continue
+                for splits in dispatch.split_counts(COARSENED, config, shape[2]):
                     other = dispatch.predicted_seconds(COARSENED, config, splits, *shape, 132)
                     assert best <= other, (shape, config_name(config), splits)
 
@@ -72,6 +68,17 @@ class TestHeuristic:
         """Deep K with small M·N splits K; on a GPU with few multiprocessors it need not."""
         assert heuristic(COARSENED, 512, 512, 32768, 132).splits > 1
         assert heuristic(COARSENED, 4096, 4096, 4096, 132).splits == 1
+
+    def test_split_counts_keep_slices_deep_and_whole(self):
+        """The counts the rule may take: 1, and candidates with slices at least MIN_SLICE_K deep
+        that the kernel runs as asked."""
+        for k in (100, 128, 1000, 4099, 65536):
+            counts = dispatch.split_counts(COARSENED, DEFAULT, k)
+            assert counts[0] == 1 and set(counts) <= set(dispatch.SPLIT_CANDIDATES)
+            for s in counts[1:]:
+                assert k // s >= dispatch.MIN_SLICE_K
+                assert effective_splits(COARSENED, DEFAULT, k, s) == s
+        assert dispatch.split_counts(VARIANTS["tiled"], VARIANTS["tiled"].config, 65536) == (1,)
 
     def test_split_bounded_by_slice_depth_and_max(self):
         """Each slice keeps at least MIN_SLICE_K of K, and there are at most MAX_SPLITS."""
