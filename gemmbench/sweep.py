@@ -112,6 +112,12 @@ def columns_for(
     return [(name, mode) for name in others for mode in modes[name]]
 
 
+def from_table(source: str | None) -> bool:
+    """Whether a dispatch choice came from a tuning table: this GPU's own ("table") or, on a GPU
+    without one, the table of its architecture's twin ("table of the NVIDIA H200")."""
+    return bool(source) and source.startswith("table")
+
+
 def column_label(variant: str, mode: str | None) -> str:
     return f"{variant} {mode}" if mode else variant
 
@@ -178,7 +184,7 @@ def summarize(records: list[dict], columns) -> dict:
             ratios = [r["ratio"] for r in mine]
             row = {"variant": variant, "dispatch": mode, "n": len(ratios)}
             if mode == "table":  # how many of them the table had an entry for
-                row["from_table"] = sum(r.get("source") == "table" for r in mine)
+                row["from_table"] = sum(from_table(r.get("source")) for r in mine)
             if ratios:
                 row.update(
                     min=min(ratios), p10=percentile(ratios, 10), median=percentile(ratios, 50)
@@ -215,7 +221,11 @@ def format_row(records: list[dict]) -> str:
         elif r["ratio"] is None:
             text = "-"
         else:
-            mark = "*" if r["dispatch"] == "table" and r["source"] not in (None, "table") else ""
+            mark = (
+                "*"
+                if r["dispatch"] == "table" and r["source"] and not from_table(r["source"])
+                else ""
+            )
             text = f"{r['ratio']:.3f}{mark}"
         cells.append(f" {text:>20}")
     return f"{base['shape']:>19} {ms:>12}{''.join(cells)}"

@@ -409,6 +409,15 @@ class TestMain:
         out = capsys.readouterr().out
         assert "0.800*" in out and "(0 of them from the table)" in out
 
+    def test_borrowed_table_counts_as_a_table(self, capsys):
+        """A GPU using its architecture twin's table ("table of the NVIDIA H200") is not marked
+        as a fallback, and its shapes count as from the table."""
+        args = sweep_args("256", "--repeat", "1")
+        bench = FakeBench(GEMM_TIMES, source="table of the NVIDIA H200")
+        assert run_main(args, bench) == exitcodes.OK
+        out = capsys.readouterr().out
+        assert "0.800*" not in out and "0.800" in out and "(1 of them from the table)" in out
+
     def test_no_gpu(self, monkeypatch, capsys, tmp_path):
         """No usable GPU: exit 4 in one line, nothing measured and no JSON."""
         monkeypatch.setattr(report, "_no_device", lambda: "no NVIDIA driver found")
