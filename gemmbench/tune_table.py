@@ -13,7 +13,7 @@ from pathlib import Path
 from gemm import VARIANTS, dispatch
 from gemm.dispatch_table import TABLES
 from gemm.variants import config_name
-from gemmbench import exitcodes, measure
+from gemmbench import exitcodes, measure, sweep
 from gemmbench.cli import cannot_write
 from gemmbench.git import GitError, git
 
@@ -131,13 +131,12 @@ def _command(shapes: list[str]) -> str:
 
 
 def _distribution_row(label: str, values: list[float]) -> str:
+    """One row of the section's table, with the sweep's own statistic (gemmbench.sweep)."""
     if not values:
         return f"| {label} | 0 | – | – | – |"
-    ordered = sorted(values)
-    tenth = ordered[int(0.1 * (len(ordered) - 1))]
     return (
-        f"| {label} | {len(values)} | {ordered[0]:.3f} | {tenth:.3f} | "
-        f"{statistics.median(ordered):.3f} |"
+        f"| {label} | {len(values)} | {min(values):.3f} | {sweep.percentile(values, 10):.3f} | "
+        f"{sweep.percentile(values, 50):.3f} |"
     )
 
 
