@@ -20,6 +20,7 @@ import statistics
 
 from gemm import VARIANTS, dispatch
 from gemm.variants import config_name
+from gemmbench.sweep import percentile
 
 OLD_CONSTANTS = ("-ASYNC_COPY0-STAGES2",)
 
@@ -28,11 +29,6 @@ def load(path: str) -> list[dict]:
     opener = gzip.open if path.endswith(".gz") else open
     with opener(path, "rt", encoding="utf-8") as f:
         return json.load(f)
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[int(q * (len(ordered) - 1))]
 
 
 def main() -> None:
@@ -84,7 +80,7 @@ def main() -> None:
             print(f"{'x'.join(map(str, shape)):>18}  {cells}")
     for label, values in rows.items():
         print(
-            f"{label}: n={len(values)} min={min(values):.3f} p10={percentile(values, 0.1):.3f} "
+            f"{label}: n={len(values)} min={min(values):.3f} p10={percentile(values, 10):.3f} "
             f"median={statistics.median(values):.3f} approximate={approximate[label]}"
         )
 
