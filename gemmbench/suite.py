@@ -77,11 +77,7 @@ def prepare(variant: str, label: str):
 
     cupy.cuda.runtime.free(0)  # creates the CUDA context and nothing else: its own phase
     history_phases.mark("context")
-    shape = shape_of(label)
-    if BENCH.__name__ == f"{__package__}.measure":  # its inputs() is cached: prepare reuses them
-        BENCH.inputs(*shape)
-        history_phases.mark("inputs")
-    prepared = BENCH.prepare(variant, *shape)
+    prepared = BENCH.prepare(variant, *shape_of(label))  # a bench module may mark "inputs"
     history_phases.mark("prepare")
     note_process(variant, label)
     return prepared.launch
