@@ -17,6 +17,9 @@ from gemmbench import exitcodes, measure, sweep
 from gemmbench.cli import cannot_write
 from gemmbench.git import GitError, git
 
+# The variant the table holds: the registry's one that dispatches (gemm.VARIANTS).
+TUNED = next(name for name, variant in VARIANTS.items() if variant.dispatch)
+
 REPO = Path(__file__).resolve().parents[1]
 TABLE_PATH = Path(dispatch.__file__).with_name("dispatch_table.py")
 DOC_PATH = REPO / "docs" / "tuning.md"
@@ -88,7 +91,7 @@ def markdown(gpu: dispatch.Gpu, tuned: str, rows: list[dict], winners: dict, arg
         for r in rows
         if r["median_s"] is not None and r.get("fraction_of_cublas") is not None
     }
-    variant = VARIANTS["coarsened"]
+    variant = VARIANTS[TUNED]
     tuned_speed, heuristic_speed = [], []
     for klass, (name, splits) in winners.items():
         m, n, k = (int(d) for d in klass.removesuffix("-unaligned").split("x"))
@@ -191,7 +194,7 @@ def differs_from_heuristic(gpu: dispatch.Gpu, winners: dict) -> dict:
     """The winners the heuristic would not pick itself: the table holds only those, so a shape
     where the heuristic's own choice measured fastest stays the heuristic's (tune always
     measures that choice among the candidates)."""
-    variant = VARIANTS["coarsened"]
+    variant = VARIANTS[TUNED]
     kept = {}
     for klass, (name, splits) in winners.items():
         m, n, k = (int(d) for d in klass.removesuffix("-unaligned").split("x"))
@@ -208,14 +211,14 @@ def table_entry(gpu: dispatch.Gpu, tuned: str, winners: dict, skipped: list) -> 
     previous = TABLES.get(gpu.name, {})
     if skipped and previous.get("sm_count") == gpu.sm_count:
         not_reached = {dispatch.shape_class(*s) for s in skipped} - set(winners)
-        for klass, choice in previous.get("coarsened", {}).items():
+        for klass, choice in previous.get(TUNED, {}).items():
             if klass in not_reached:
                 classes[klass] = choice
     return {
         "sm_count": gpu.sm_count,
         "compute_capability": gpu.compute_capability,
         "tuned": tuned,
-        "coarsened": dict(sorted(classes.items())),
+        TUNED: dict(sorted(classes.items())),
     }
 
 
@@ -274,7 +277,7 @@ def stored_rows(path: Path) -> list[dict] | str:
         return (
             f"not a tune --json file (a non-empty list of rows with {', '.join(sorted(_ROW_KEYS))})"
         )
-    registered = {config_name(c) for c in VARIANTS["coarsened"].configs}
+    registered = {config_name(c) for c in VARIANTS[TUNED].configs}
     for number, row in enumerate(rows, 1):
         if why := _row_problem(row, registered):
             return f"row {number}: {why}"
@@ -313,7 +316,7 @@ def repick(args) -> int:
     winners = pick([r for r in rows if r["correct"] and r["median_s"] is not None])
     tuned = args.tuned or entry["tuned"]
     kept = differs_from_heuristic(gpu, winners)
-    tables = {name: {**entry, "tuned": tuned, "coarsened": dict(sorted(kept.items()))}}
+    tables = {name: {**entry, "tuned": tuned, TUNED: dict(sorted(kept.items()))}}
     args.table.write_text(render_table(tables), encoding="utf-8")
     doc = args.doc.read_text(encoding="utf-8") if args.doc.exists() else "# Tuning\n"
     section = markdown(gpu, tuned, rows, winners, args)
