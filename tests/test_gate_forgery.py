@@ -232,11 +232,14 @@ def test_in_process_forgery_is_refused(repo, hostile):
 
 
 def test_forgery_would_pass_without_the_clock(repo):
-    """The same forged numbers are what the comparison sees: without the judge's clock the
-    regression would pass (the forgery works, so the test above proves the cross-check)."""
+    """The same forged numbers are what the comparison sees: they hide the 3× slowdown from it,
+    and only the judge's clock shows it (the forgery works, so the test above proves the
+    cross-check)."""
     code, output, result = gate_on(repo, JSON_DUMPS)
     (hash_,) = [b for b in result["benchmarks"] if b["name"] == "hash"]
-    assert abs(hash_["ratio"] - 1) < 0.25, output  # the reported times show no slowdown
+    # The reported times show about none of the 3×: 1 where the machine is quiet; a busy one
+    # (two cores shared with pytest and the judge) was seen to slow head's worker by a third.
+    assert hash_["ratio"] < 1.5, output
     clock = result["clock_check"]["hash"]
     assert clock["head"] > clock["base"] + 0.5 * hash_["base_median_s"] * 5, output
 
