@@ -10,6 +10,10 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+# The asv --bench patterns of a run, as a JSON list in its environment: the suite's setup_cache
+# (gemmbench.suite) then measures the track figures of the selected series only.
+BENCH_PATTERNS_ENV = "GEMMBENCH_BENCH_PATTERNS"
+
 
 def machine_file_path() -> Path:
     """asv's machine file, ~/.asv-machine.json, where every asv run looks up its machine."""

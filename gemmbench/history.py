@@ -166,6 +166,7 @@ def measure_each(
             *opts.asv_arg,
         ]
         env["GEMMBENCH_COMMIT"] = sha
+        env[asv_process.BENCH_PATTERNS_ENV] = json.dumps(list(opts.bench))
         asv_started = time.time()
         try:
             if opts.gpus is not None:

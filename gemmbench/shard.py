@@ -12,7 +12,12 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from gemmbench.asv_process import machine_file_path, run_asv, run_asv_together
+from gemmbench.asv_process import (
+    BENCH_PATTERNS_ENV,
+    machine_file_path,
+    run_asv,
+    run_asv_together,
+)
 from gemmbench.history_install import log
 
 # The rule (docs/benchmarks.md, "Several GPUs"): a series is one line of the dashboard, i.e. one
@@ -307,7 +312,10 @@ def run_sharded(
                 *(f"--bench={p}" for p in bench_patterns(share)),
                 *opts.asv_arg,
             ]
-            runs.append((args, dict(env, CUDA_VISIBLE_DEVICES=uuid)))
+            patterns = json.dumps(bench_patterns(share))
+            runs.append(
+                (args, dict(env, CUDA_VISIBLE_DEVICES=uuid, **{BENCH_PATTERNS_ENV: patterns}))
+            )
             machine_files.append(folder.parent / f"{folder.name}.asv-machine.json")
             shutil.copyfile(machine_file_path(), machine_files[-1])
         log(f"{label}: {len(series)} series on {len(runs)} GPUs at once ({', '.join(shares)})")

@@ -11,12 +11,13 @@ import functools
 import importlib
 import json
 import os
+import re
 import statistics
 import time
 from pathlib import Path
 
+from . import asv_process, history_phases, timing
 from . import config as config_mod
-from . import history_phases, timing
 
 # Its suite shapes must not be changed, only appended: asv keys history by these labels.
 CONFIG = config_mod.load()
@@ -27,9 +28,22 @@ SHAPES: dict[str, tuple[int, ...]] = {
 VARIANT_NAMES = CONFIG.variant_names()
 BASELINE = CONFIG.baseline
 
-# Samples the track_* figures take in their own process (they record one number, no samples).
-# asv runs a track once per commit (its rounds are for time_* benchmarks only).
-TRACK_SAMPLES = 31
+# The track_* figures of every (variant, shape) are measured once per commit, in asv's
+# setup_cache process, which asv runs before any benchmark process of the class: each pair of
+# launches is ours then the baseline's, alternated so drifts of clock or temperature hit both
+# alike; TFLOP/s is flops over the median of ours, the ratio the median of ours over the median of
+# theirs. At least TRACK_PAIRS[0] and at most TRACK_PAIRS[1] pairs, stopping after TRACK_PAIRS[2]
+# seconds once the least is reached, so short kernels, the noisiest, get the most pairs.
+TRACK_PAIRS = (31, 101, 0.25)
+TRACKS = ("track_tflops", "track_time_vs_cublas")
+# `gemmbench history` passes its asv --bench patterns here too (asv_process.BENCH_PATTERNS_ENV),
+# so setup_cache measures only the pairs whose track series the run stores: none for a
+# time_gemm-only history, one GPU's share in a sharded one. Unset or empty: every pair.
+BENCH_PATTERNS_ENV = asv_process.BENCH_PATTERNS_ENV
+# setup_cache's key for a failure before any pair (no CuPy, no GPU): asv would skip every
+# benchmark of the class with "setup_cache failed" and no reason; returned instead, it is the
+# reason each track gives, and time_gemm fails in its own process as it would without it.
+ALL_PAIRS = "(every pair)"
 
 # asv's forkserver imports this module once per commit and forks one benchmark process from it
 # per benchmark. Importing CuPy and the measured package here spares each process their import
@@ -92,17 +106,22 @@ def prepare(variant: str, label: str):
 _process_notes: dict = {}
 
 
-def note_process(variant: str, label: str) -> None:
-    """Have this process append its run-log line when it ends (once; only under history)."""
+def note_process(variant: str, label: str, *, gpu_state: bool = True) -> None:
+    """Have this process append its run-log line when it ends (once; only under history).
+
+    ``gpu_state`` False: a process that ran nothing on the GPU logs its phases only."""
     if not os.environ.get("GEMMBENCH_RUN_LOG_DIR") or _process_notes:
         return
     _process_notes.update(variant=variant, shape=label)
+    if not gpu_state:
+        _process_notes["gpu_state"] = False
     history_phases.at_exit(_write_run_log)
 
 
 def _write_run_log() -> None:
     history_phases.mark("measure")  # the samples end here, before the GPU state is read
     phases = history_phases.phases()
+    read_state = _process_notes.pop("gpu_state", True)
     measured = importlib.import_module(CONFIG.package)
     commit = os.environ.get("GEMMBENCH_COMMIT") or os.environ.get("ASV_COMMIT")
     if not commit:
@@ -117,21 +136,137 @@ def _write_run_log() -> None:
         **_process_notes,
         "phases": phases,
     }
-    reading = time.time()
-    try:
-        entry["gpu_state"] = importlib.import_module("gemmbench.machine").gpu_state()
-    except Exception as exc:  # the log must never fail the benchmark it describes
-        entry["gpu_state_error"] = str(exc)
-    phases["state"] = time.time() - reading
+    if read_state:
+        reading = time.time()
+        try:
+            entry["gpu_state"] = importlib.import_module("gemmbench.machine").gpu_state()
+        except Exception as exc:  # the log must never fail the benchmark it describes
+            entry["gpu_state_error"] = str(exc)
+        phases["state"] = time.time() - reading
     path = Path(os.environ["GEMMBENCH_RUN_LOG_DIR"]) / f"{commit[:8]}-run-log.jsonl"
     with open(path, "a", encoding="utf-8") as log:
         log.write(json.dumps(entry, sort_keys=True) + "\n")
 
 
+# --- the track figures, once per commit ------------------------------------------------------
+
+
+def selected_pairs(benchmark_prefix: str, patterns: list[str] | None = None) -> list[tuple]:
+    """The (variant, shape) pairs with a track series that ``patterns`` (asv --bench regexes,
+    default BENCH_PATTERNS_ENV's) select, matched as asv matches them: against the benchmark's
+    name, e.g. ``bench_gemm.Gemm.track_tflops``, and against each series,
+    ``bench_gemm.Gemm.track_tflops('naive', '1024x1024x1024')``."""
+    if patterns is None:
+        patterns = json.loads(os.environ.get(BENCH_PATTERNS_ENV) or "[]")
+    pairs = [(variant, label) for label in SHAPES for variant in VARIANT_NAMES]
+    if not patterns:
+        return pairs
+    compiled = [re.compile(p) for p in patterns]
+    chosen = []
+    for variant, label in pairs:
+        for track in TRACKS:
+            name = f"{benchmark_prefix}.{track}"
+            series = f"{name}({variant!r}, {label!r})"
+            if any(c.search(name) or c.search(series) for c in compiled):
+                chosen.append((variant, label))
+                break
+    return chosen
+
+
+def measure_tracks(pairs: list[tuple] | None = None) -> dict:
+    """TFLOP/s and time relative to the baseline of each (variant, shape) of ``pairs`` (default
+    all), each checked first.
+
+    Returns ``{(variant, shape): {"tflops": ..., "vs_baseline": ...}}``; a pair that could not be
+    measured (a wrong result, a failed compile) holds ``{"error": one line}`` instead, which only
+    its own track benchmarks report, so one broken variant never fails the others' figures.
+    """
+    history_phases.mark("start")
+    try:
+        import cupy
+
+        cupy.cuda.runtime.free(0)
+    except Exception as exc:  # no CuPy or no GPU: each benchmark then fails with this reason
+        return {ALL_PAIRS: _one_line(exc)}
+    history_phases.mark("context")
+    note_process("(every variant)", "(every shape)")
+    timer = get_timer()
+    figures: dict = {}
+    if pairs is None:
+        pairs = [(variant, label) for label in SHAPES for variant in VARIANT_NAMES]
+    for label in SHAPES:
+        variants = [v for v in VARIANT_NAMES if (v, label) in pairs]
+        if not variants:
+            continue
+        baseline, baseline_error = None, None
+        if BASELINE is not None:
+            try:
+                baseline = prepare(BASELINE, label)
+            except Exception as exc:
+                baseline_error = _one_line(exc)
+        for variant in variants:
+            try:
+                ours = prepare(variant, label)
+            except Exception as exc:
+                figures[(variant, label)] = {"error": _one_line(exc)}
+                continue
+            figures[(variant, label)] = _pairs(timer, ours, baseline, baseline_error, label)
+        prepare.cache_clear()  # frees this shape's inputs and outputs before the next shape's
+    history_phases.mark("measure")
+    return figures
+
+
+def _pairs(timer, ours, baseline, baseline_error: str | None, label: str) -> dict:
+    """Alternate launches of ours and the baseline's (TRACK_PAIRS); their figures."""
+    least, most, seconds = TRACK_PAIRS
+    for launch in (ours, baseline):
+        if launch is not None:
+            timer.samples(launch, repeat=0, warmup=2)
+    mine, theirs = [], []
+    started = time.perf_counter()
+    while len(mine) < most and (len(mine) < least or time.perf_counter() - started < seconds):
+        mine.append(timer.time_once(ours))
+        if baseline is not None:
+            theirs.append(timer.time_once(baseline))
+    figure = {"tflops": flops(label) / statistics.median(mine) / 1e12 if flops(label) else None}
+    if baseline is not None:
+        figure["vs_baseline"] = statistics.median(mine) / statistics.median(theirs)
+    else:
+        figure["vs_baseline_error"] = baseline_error or "[tool.gemmbench] names no baseline"
+    return figure
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}"
+
+
+def _figure(figures: dict, variant: str, label: str, key: str) -> float:
+    """One track figure from the commit's setup_cache; the reason it is missing raises here."""
+    if ALL_PAIRS in figures:
+        raise RuntimeError(f"no track figures: {figures[ALL_PAIRS]}")
+    found = figures.get((variant, label), {})
+    if "error" in found:
+        raise RuntimeError(f"{variant} at {label}: {found['error']}")
+    if found.get(key) is None:
+        if key == "vs_baseline" and BASELINE is None:
+            raise NotImplementedError("[tool.gemmbench] names no baseline")  # asv skips it
+        if key == "tflops" and not hasattr(BENCH, "flops"):
+            raise NotImplementedError("the bench module has no flops()")  # asv skips it
+        raise RuntimeError(found.get(f"{key}_error") or f"no {key} for {variant} at {label}")
+    return found[key]
+
+
+def _prepare_for_timing(figures, variant, shape):
+    """time_gemm's own setup: compile, check and warm up here, before asv's samples."""
+    prepare(variant, shape)
+
+
 class Suite:
     """Each variant at each suite shape; samples are CUDA-event device times of one launch each.
 
-    A project's asv file subclasses it under the name its history is stored by.
+    A project's asv file subclasses it under the name its history is stored by. Every benchmark
+    takes the commit's track figures (``setup_cache``) as its first argument.
     """
 
     params = [VARIANT_NAMES, list(SHAPES)]
@@ -150,35 +285,29 @@ class Suite:
     warmup_time = 0.1  # a few launches bring the SM clock up before the first sample
     timeout = 180
 
-    def setup(self, variant, shape):
-        # asv re-runs setup before every sample; everything below is cached per process, so
-        # only the first call compiles, warms up and checks the result.
-        self.flops = flops(shape)
-        self.launch = prepare(variant, shape)
-        self.timer_ = get_timer()
+    def setup_cache(self):
+        # One process per commit measures every track figure (measure_tracks), so the track
+        # benchmarks' own processes touch no GPU: 2 x variants x shapes processes fewer that
+        # pay a context, inputs and a check. asv names a benchmark after its module below the
+        # suite's folder and its class: "bench_gemm.Gemm".
+        module = type(self).__module__.split(".", 1)[-1]
+        return measure_tracks(selected_pairs(f"{module}.{type(self).__name__}"))
 
-    def time_gemm(self, variant, shape):
-        self.timer_.time_once(self.launch)
+    setup_cache.timeout = 900
 
-    def track_tflops(self, variant, shape):
-        samples = self.timer_.samples(self.launch, repeat=TRACK_SAMPLES, warmup=2)
-        if not self.flops:
-            raise NotImplementedError("the bench module has no flops()")  # asv skips it
-        return self.flops / statistics.median(samples) / 1e12
+    def time_gemm(self, figures, variant, shape):
+        get_timer().time_once(prepare(variant, shape))
+
+    time_gemm.setup = _prepare_for_timing
+
+    def track_tflops(self, figures, variant, shape):
+        note_process(variant, shape, gpu_state=False)
+        return _figure(figures, variant, shape, "tflops")
 
     track_tflops.unit = "TFLOP/s"
 
-    def track_time_vs_cublas(self, variant, shape):
-        # Alternate the two launches so drifts of clock or temperature hit both alike; the
-        # baseline against itself gives the noise floor of this ratio.
-        if BASELINE is None:
-            raise NotImplementedError("[tool.gemmbench] names no baseline")  # asv skips it
-        ours = self.launch
-        baseline = prepare(BASELINE, shape)
-        mine, theirs = [], []
-        for _ in range(TRACK_SAMPLES):
-            mine.append(self.timer_.time_once(ours))
-            theirs.append(self.timer_.time_once(baseline))
-        return statistics.median(mine) / statistics.median(theirs)
+    def track_time_vs_cublas(self, figures, variant, shape):
+        note_process(variant, shape, gpu_state=False)
+        return _figure(figures, variant, shape, "vs_baseline")
 
     track_time_vs_cublas.unit = "x cuBLAS time"

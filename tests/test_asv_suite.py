@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -107,6 +108,44 @@ class TestDiscovery:
         assert benchmark.number == 1 and benchmark.rounds == 1
         assert benchmark.repeat[0] >= 45
 
+    def test_tracks_measured_once_per_commit(self, discovered):
+        """All three benchmarks share one setup_cache (asv runs it once per commit, before any of
+        their processes), and only time_gemm has a setup that prepares a launch: a track
+        benchmark's process reads its figure and launches nothing."""
+        names = ["bench_gemm.Gemm." + n for n in HISTORY_VERSIONS]
+        keys = {discovered[n].setup_cache_key for n in names}
+        assert len(keys) == 1 and None not in keys
+        assert [len(discovered[n]._setups) for n in names] == [1, 0, 0]
+
+    def test_tracks_only_for_selected_series(self, discovered):
+        """setup_cache measures the pairs whose track series an asv --bench selection keeps,
+        matched as asv matches: a time_gemm-only run measures none, one series its own pair."""
+        select = common.suite.selected_pairs
+        pairs = [(v, s) for s in common.SHAPES for v in common.suite.VARIANT_NAMES]
+        assert select("bench_gemm.Gemm", []) == pairs
+        assert select("bench_gemm.Gemm", ["time_gemm"]) == []
+        assert select("bench_gemm.Gemm", ["track_tflops"]) == pairs
+        one = "^" + re.escape("bench_gemm.Gemm.track_tflops('tiled', '2048x2048x2048')") + "$"
+        assert select("bench_gemm.Gemm", [one]) == [("tiled", "2048x2048x2048")]
+        # the series names are the ones asv discovered
+        assert discovered["bench_gemm.Gemm.track_tflops"].name == "bench_gemm.Gemm.track_tflops"
+
+    def test_no_device_is_each_benchmarks_reason(self, monkeypatch):
+        """Without a usable GPU, setup_cache still returns (asv would otherwise skip every
+        benchmark with "setup_cache failed" and no reason), and each track fails with it."""
+        import types
+
+        def no_device(name):
+            raise RuntimeError("CUDA driver not found (stand-in)")
+
+        stand_in = types.ModuleType("cupy")
+        stand_in.__getattr__ = no_device
+        monkeypatch.setitem(sys.modules, "cupy", stand_in)
+        figures = bench_gemm.Gemm().setup_cache()
+        assert list(figures) == [common.suite.ALL_PAIRS]
+        with pytest.raises(RuntimeError, match="no track figures: .*stand-in"):
+            bench_gemm.Gemm().track_tflops(figures, "naive", HISTORY_SHAPES[0])
+
 
 # A stand-in CuPy: importing it and its submodules works, using anything in it raises. A suite
 # whose import touched the GPU (a context, a device query, an allocation) fails to import with it.
@@ -167,6 +206,44 @@ class TestForkserver:
         )  # fmt: skip
         assert done.returncode != 0 and "used while importing the suite" in done.stderr
 
+    def test_track_process_touches_no_gpu(self, tmp_path):
+        """asv's own benchmark script runs a track benchmark as asv does (its `run` command, in a
+        folder holding setup_cache's pickle) under a CuPy whose every use raises: it returns the
+        figure from the pickle, and a pair the pickle marks broken fails with its reason."""
+        import pickle
+
+        from asv.runner import BENCHMARK_RUN_SCRIPT
+
+        fake = tmp_path / "fake" / "cupy"
+        fake.mkdir(parents=True)
+        for name in ("__init__.py", "linalg.py", "random.py"):
+            (fake / name).write_text(FAKE_CUPY)
+        shape = HISTORY_SHAPES[0]
+        figures = {
+            ("coarsened", shape): {"tflops": 12.5, "vs_baseline": 1.25},
+            ("naive", shape): {"error": "WrongResult: naive differs from the float64 product"},
+        }
+        (tmp_path / "cache.pickle").write_bytes(pickle.dumps(figures))
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(fake.parent), str(REPO_ROOT)]))
+        variants = list(common.suite.VARIANT_NAMES)
+        shapes = list(common.SHAPES)
+
+        def run(name: str, variant: str) -> tuple[int, object]:
+            index = variants.index(variant) * len(shapes) + shapes.index(shape)
+            result = tmp_path / f"{name}-{variant}.json"
+            done = subprocess.run(
+                [sys.executable, BENCHMARK_RUN_SCRIPT, "run", str(REPO_ROOT / "benchmarks"),
+                 f"bench_gemm.Gemm.{name}-{index}", "{}", "None", str(result)],
+                env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path,
+            )  # fmt: skip
+            value = json.loads(result.read_text()) if result.exists() else done.stderr
+            return done.returncode, value
+
+        assert run("track_tflops", "coarsened") == (0, 12.5)
+        assert run("track_time_vs_cublas", "coarsened") == (0, 1.25)
+        code, said = run("track_tflops", "naive")
+        assert code != 0 and "naive at" in said and "WrongResult" in said
+
 
 class TestTables:
     """Tests for the shape table in benchmarks/common.py."""
@@ -200,22 +277,41 @@ class TestTables:
 class TestOnGpu:
     """One benchmark of the suite run by asv_runner on a real device."""
 
-    def test_time_and_tracks(self):
-        """Device-time samples, a plausible TFLOP/s, and cuBLAS against itself near 1."""
+    def test_time_and_tracks(self, monkeypatch):
+        """Device-time samples; setup_cache's figures: a plausible TFLOP/s, cuBLAS against
+        itself near 1, and a variant whose check fails marked broken, the others measured."""
         from asv_runner.benchmarks.time import TimeBenchmark
 
+        suite_mod = common.suite
+        label = "1024x1024x1024"
+        monkeypatch.setattr(suite_mod, "SHAPES", {label: suite_mod.SHAPES[label]})
+        monkeypatch.setattr(suite_mod, "VARIANT_NAMES", ["naive", "coarsened", "cublas"])
+        real_prepare = suite_mod.BENCH.prepare
+
+        def naive_is_wrong(variant, *shape, **options):
+            if variant == "naive":
+                raise suite_mod.BENCH.WrongResult("naive differs (planted)")
+            return real_prepare(variant, *shape, **options)
+
+        monkeypatch.setattr(suite_mod.BENCH, "prepare", naive_is_wrong)
+        suite_mod.prepare.cache_clear()
+        figures = bench_gemm.Gemm().setup_cache()
+        monkeypatch.setattr(suite_mod.BENCH, "prepare", real_prepare)
+        assert 0.5 < figures[("coarsened", label)]["tflops"] < 1000
+        assert 0.2 < figures[("coarsened", label)]["vs_baseline"] < 5
+        assert 0.9 < figures[("cublas", label)]["vs_baseline"] < 1.1
+        assert "planted" in figures[("naive", label)]["error"]
         suite = bench_gemm.Gemm()
-        params = ("coarsened", "1024x1024x1024")
+        with pytest.raises(RuntimeError, match="naive at"):
+            suite.track_tflops(figures, "naive", label)
+        params = (figures, "coarsened", label)
         time_bench = TimeBenchmark("Gemm.time_gemm", suite.time_gemm, [suite.time_gemm, suite])
-        time_bench._current_params = params
+        time_bench._current_params = params[1:]
+        time_bench.set_cache(figures)
         assert not time_bench.do_setup()
         result = time_bench.run(*params)
         assert result["number"] == 1 and len(result["samples"]) >= 15
         assert all(0 < s < 0.01 for s in result["samples"])
-        suite.setup(*params)
-        assert 0.5 < suite.track_tflops(*params) < 1000
-        suite.setup("cublas", "1024x1024x1024")
-        assert 0.9 < suite.track_time_vs_cublas("cublas", "1024x1024x1024") < 1.1
 
 
 # A benchmark process that ends as asv's forkserver ends each forked one (os._exit, which skips

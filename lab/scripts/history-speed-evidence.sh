@@ -9,10 +9,12 @@
 # commit stored so far; a KILL follows at 45 s), and the table names the commits missing. With
 # the plant early (c2), the step and a same-code pair before it are stored even at ~100 s a
 # commit; at ~50 s all six are. Then the spreads and step
-# (history_speed_table.py), `asv publish`, and .asv/results and .asv/html copied to
-# OUTDIR/asv-results and OUTDIR/asv-html.
+# (history_speed_table.py), `asv publish`, and .asv/results and .asv/html packed into
+# OUTDIR/asv-results.tgz and OUTDIR/asv-html.tgz; with TIME_GEMM_COMMIT=1, one more comment-only
+# commit measured with --bench time_gemm alone.
 # Usage: lab/scripts/history-speed-evidence.sh OUTDIR [--dry-run]
-#   env: GEMM_PYTHON (python3), DELAY (24000 cycles), COMMITS (6), PLANT (2), BUDGET_S (320)
+#   env: GEMM_PYTHON (python3), DELAY (24000 cycles), COMMITS (6), PLANT (2), BUDGET_S (320),
+#        TIME_GEMM_COMMIT (0)
 #   --dry-run: only the repository, its commits and the commands, no GPU (CPU test of the script)
 # Writes OUTDIR/summary.txt, history.txt (timestamped), spread.txt, machine.txt, publish.txt.
 set -uo pipefail
@@ -29,6 +31,7 @@ repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 PY=${GEMM_PYTHON:-python3}
 [[ $PY == */* ]] && PY=$(cd "$(dirname "$PY")" && pwd)/$(basename "$PY")  # the script changes folder
 delay=${DELAY:-24000} ncommits=${COMMITS:-6} plant=${PLANT:-2} budget=${BUDGET_S:-320}
+TIME_GEMM_COMMIT=${TIME_GEMM_COMMIT:-0}
 machine=h200-history-speed
 started=$SECONDS
 note() { echo "$*" | tee -a "$out/summary.txt"; }
@@ -83,5 +86,15 @@ grep -E ': time: |stored in|not reinstalled|commits stored|WARNING|interrupted|e
 note "spreads and step: $out/spread.txt"; cat "$out/spread.txt"
 "$PY" -m asv publish >"$out/publish.txt" 2>&1
 note "asv publish: exit $?"
-cp -r .asv/results "$out/asv-results" && cp -r .asv/html "$out/asv-html"
-note "copied .asv/results and .asv/html; total $((SECONDS - started)) s"
+# One file each: the device tool drops folders of many files.
+tar czf "$out/asv-results.tgz" -C .asv results && tar czf "$out/asv-html.tgz" -C .asv html
+note "packed .asv/results and .asv/html"
+if ((TIME_GEMM_COMMIT)); then
+    # One more comment-only commit, time_gemm alone: setup_cache then measures no track.
+    echo "<!-- time_gemm only -->" >>README.md && g commit -qam "comment only, time_gemm alone"
+    t0=$SECONDS
+    timeout -s INT -k 45 120 "$PY" -m gemmbench history HEAD~1..HEAD --machine "$machine" --bench time_gemm 2>&1 | stamp >"$out/history-time-gemm.txt"
+    note "time_gemm alone, one commit: exit ${PIPESTATUS[0]} in $((SECONDS - t0)) s"
+    grep -E ': time: |stored in' "$out/history-time-gemm.txt" | tee -a "$out/summary.txt"
+fi
+note "total $((SECONDS - started)) s"
