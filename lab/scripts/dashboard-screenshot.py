@@ -270,13 +270,17 @@ _GRAPH_STATE = """(() => {
 })()"""
 
 
-def graph_url(base_url: str, benchmark: str, params: dict[str, str], log_scale=False) -> str:
+def graph_url(
+    base_url: str, benchmark: str, params: dict[str, str], log_scale=False, zoom_y=False
+) -> str:
     """The dashboard address of ``benchmark``'s graph with one value per parameter."""
     query = "&".join(
         f"p-{urllib.parse.quote(k)}={urllib.parse.quote(repr(v))}" for k, v in params.items()
     )
     if log_scale:  # asv's own "log scale" button stores this in the address
         query += ("&" if query else "") + "y-axis-scale=log"
+    elif zoom_y:  # and its "zoom y axis" button this
+        query += ("&" if query else "") + "y-axis-scale=zoom"
     return f"{base_url}#{benchmark}" + (f"?{query}" if query else "")
 
 
@@ -309,6 +313,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--log-scale", action="store_true", help="logarithmic y axis (lines far apart in time)"
     )
+    parser.add_argument(
+        "--zoom-y", action="store_true", help="y axis from the lowest point, not from zero"
+    )
     parser.add_argument("--width", type=int, default=1400)
     parser.add_argument("--height", type=int, default=900)
     args = parser.parse_args(argv)
@@ -322,7 +329,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print(f"dashboard: {localize(args.html_dir)} CDN references now point to vendor/")
     with serve(args.html_dir) as base, Chromium(args.width, args.height) as browser:
-        url = graph_url(base, args.benchmark, params, args.log_scale)
+        url = graph_url(base, args.benchmark, params, args.log_scale, args.zoom_y)
         state = wait_for_graph(browser, url)
         browser.screenshot(args.out)
     series = state.get("series", [])
