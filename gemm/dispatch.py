@@ -12,9 +12,34 @@ from .variants import VARIANTS, Config, Variant, config_name
 # The fallback heuristic (docs/tuning.md): a model of each candidate's time from what decides it,
 # the tiles of C, how they fill waves of the GPU's multiprocessors, and the depth of K a block
 # walks. A wave holds (multiprocessors × resident blocks) blocks, and a multiprocessor shares its
-# rate among its resident blocks. Larger tiles reuse each loaded value more: their rate grows as
-# (tile area / 128·256) ** TILE_EFFICIENCY_EXPONENT, the exponent that ranks the H200's measured
-# winners best over its 64-shape tuning grid. Split-K adds a launch and a pass over the workspace.
+# rate among its resident blocks. Each configuration's rate, relative to the best, depends on how
+# wide its loads can be (LOAD_WIDTH_RATES, by floats per load); these were fitted to 120 random
+# shapes tuned on the H200 (the rates that make the model's choice fastest there, over every
+# shape). A configuration without a fitted rate gets (tile area / 128·256) **
+# TILE_EFFICIENCY_EXPONENT. Split-K adds a launch and a pass over the workspace, and is only
+# considered while the unsplit tiles leave multiprocessors idle, up to two waves of blocks.
+LOAD_WIDTH_RATES = {
+    4: {
+        "BM128-BN256-BK8-WM64-WN64-TM8-TN16-MIN_BLOCKS1-PREFETCH1-UNROLL2": 1.0,
+        "BM128-BN256-BK8-WM32-WN128-TM8-TN16-MIN_BLOCKS1-PREFETCH1-UNROLL2": 0.867,
+        "BM128-BN256-BK8-WM64-WN64-TM8-TN16-MIN_BLOCKS1-PREFETCH1-UNROLL1": 0.867,
+        "BM128-BN128-BK16-WM16-WN128-TM8-TN8-MIN_BLOCKS1-PREFETCH1-UNROLL1": 0.893,
+        "BM128-BN128-BK8-WM32-WN64-TM8-TN8-MIN_BLOCKS2-PREFETCH1-UNROLL1": 0.921,
+        "BM128-BN64-BK16-WM32-WN64-TM8-TN8-MIN_BLOCKS3-PREFETCH1-UNROLL1": 0.93,
+        "BM64-BN128-BK8-WM16-WN128-TM8-TN8-MIN_BLOCKS2-PREFETCH0-UNROLL1": 0.809,
+        "BM64-BN64-BK16-WM8-WN64-TM4-TN4-MIN_BLOCKS2-PREFETCH0-UNROLL1": 0.547,
+    },
+    1: {
+        "BM128-BN256-BK8-WM64-WN64-TM8-TN16-MIN_BLOCKS1-PREFETCH1-UNROLL2": 0.589,
+        "BM128-BN256-BK8-WM32-WN128-TM8-TN16-MIN_BLOCKS1-PREFETCH1-UNROLL2": 1.0,
+        "BM128-BN256-BK8-WM64-WN64-TM8-TN16-MIN_BLOCKS1-PREFETCH1-UNROLL1": 0.841,
+        "BM128-BN128-BK16-WM16-WN128-TM8-TN8-MIN_BLOCKS1-PREFETCH1-UNROLL1": 0.921,
+        "BM128-BN128-BK8-WM32-WN64-TM8-TN8-MIN_BLOCKS2-PREFETCH1-UNROLL1": 0.935,
+        "BM128-BN64-BK16-WM32-WN64-TM8-TN8-MIN_BLOCKS3-PREFETCH1-UNROLL1": 0.95,
+        "BM64-BN128-BK8-WM16-WN128-TM8-TN8-MIN_BLOCKS2-PREFETCH0-UNROLL1": 0.863,
+        "BM64-BN64-BK16-WM8-WN64-TM4-TN4-MIN_BLOCKS2-PREFETCH0-UNROLL1": 0.574,
+    },
+}
 TILE_EFFICIENCY_EXPONENT = 0.05
 REFERENCE_TILE_AREA = 128 * 256
 SM_FLOPS = 50e12 / 132  # one multiprocessor's float32 rate, about a Hopper's; only ratios matter
@@ -53,7 +78,13 @@ def shape_class(m: int, n: int, k: int, aligned: bool = True) -> str:
     16-byte aligned: ``aligned`` False, an offset view the shape cannot show). The table holds
     the tuned shapes; every other shape goes to the heuristic's model, which generalises."""
     key = f"{m}x{n}x{k}"
-    return key if n % 4 == 0 and k % 4 == 0 and aligned else f"{key}-unaligned"
+    return key if load_width(n, k, aligned) == 4 else f"{key}-unaligned"
+
+
+def load_width(n: int, k: int, aligned: bool = True) -> int:
+    """Floats per global load of the tiles: 4 where every row start is 16-byte aligned (N and K
+    multiples of 4, ``aligned`` operands), else 1."""
+    return 4 if n % 4 == 0 and k % 4 == 0 and aligned else 1
 
 
 def blocks(variant: Variant, config: Config, m: int, n: int) -> int:
@@ -76,17 +107,37 @@ def effective_splits(variant: Variant, config: Config, k: int, splits: int) -> i
 
 
 def predicted_seconds(
-    variant: Variant, config: Config, splits: int, m: int, n: int, k: int, sm_count: int
+    variant: Variant,
+    config: Config,
+    splits: int,
+    m: int,
+    n: int,
+    k: int,
+    sm_count: int,
+    width: int = 4,
 ) -> float:
-    """The heuristic's model of one launch (see the constants above)."""
+    """The heuristic's model of one launch with loads ``width`` floats wide (see the constants
+    above)."""
     tile_m, tile_n = variant.tile(config)
     resident = variant.resident_blocks(config)
     waves = -(-blocks(variant, config, m, n) * splits // (sm_count * resident))
-    rate = SM_FLOPS * (tile_m * tile_n / REFERENCE_TILE_AREA) ** TILE_EFFICIENCY_EXPONENT
-    seconds = waves * resident * 2.0 * tile_m * tile_n * -(-k // splits) / rate
+    rates = LOAD_WIDTH_RATES.get(width) or LOAD_WIDTH_RATES[min(LOAD_WIDTH_RATES)]
+    relative = rates.get(config_name(config))
+    if relative is None:
+        relative = (tile_m * tile_n / REFERENCE_TILE_AREA) ** TILE_EFFICIENCY_EXPONENT
+    seconds = waves * resident * 2.0 * tile_m * tile_n * -(-k // splits) / (SM_FLOPS * relative)
     if splits > 1:
         seconds += SPLIT_LAUNCH_S + splits * m * n * 4 * 2 / SPLIT_BYTES_PER_S
     return seconds
+
+
+def worth_splitting(
+    variant: Variant, config: Config, splits: int, m: int, n: int, sm_count: int
+) -> bool:
+    """Whether ``splits`` is a candidate for ``config``: unsplit always, split only while the
+    unsplit tiles leave multiprocessors idle, and to at most two waves of blocks."""
+    tiles = blocks(variant, config, m, n)
+    return splits == 1 or (tiles < sm_count and tiles * splits <= 2 * sm_count)
 
 
 def split_counts(variant: Variant, config: Config, k: int) -> tuple[int, ...]:
@@ -102,16 +153,20 @@ def split_counts(variant: Variant, config: Config, k: int) -> tuple[int, ...]:
     )
 
 
-def heuristic(variant: Variant, m: int, n: int, k: int, sm_count: int) -> Choice:
+def heuristic(variant: Variant, m: int, n: int, k: int, sm_count: int, width: int = 4) -> Choice:
     """The documented fallback rule (docs/tuning.md): of every registered configuration, unsplit
-    or with K in SPLIT_CANDIDATES slices of at least MIN_SLICE_K, the one whose modelled time
-    (``predicted_seconds``) is least; ties go to the earlier in the registry."""
+    or split where ``worth_splitting`` (slices of at least MIN_SLICE_K), the one whose modelled
+    time (``predicted_seconds`` with loads ``width`` floats wide) is least; ties go to the
+    earlier in the registry."""
     if min(m, n, k) <= 0:
         return Choice(variant.config, 1, "heuristic")  # nothing to launch
     best = None
     for order, config in enumerate(variant.configs):
         for splits in split_counts(variant, config, k):
-            score = (predicted_seconds(variant, config, splits, m, n, k, sm_count), order, splits)
+            if not worth_splitting(variant, config, splits, m, n, sm_count):
+                continue
+            seconds = predicted_seconds(variant, config, splits, m, n, k, sm_count, width)
+            score = (seconds, order, splits)
             if best is None or score < best[0]:
                 best = (score, config, splits)
     return Choice(best[1], best[2], "heuristic")
@@ -175,7 +230,7 @@ def _choose_registered(
 ) -> Choice:
     variant = VARIANTS[name]
     tuned = from_table(variant, m, n, k, gpu, aligned=aligned) if use_table else None
-    return tuned or heuristic(variant, m, n, k, gpu.sm_count)
+    return tuned or heuristic(variant, m, n, k, gpu.sm_count, load_width(n, k, aligned))
 
 
 @functools.cache

@@ -47,12 +47,11 @@ def candidates(variant: Variant, m: int, n: int, k: int, sm_count: int) -> list[
     """The heuristic's own choice, every registered configuration unsplit, and split where its
     grid is under one wave (the dispatch's split counts, kept to at most two waves of blocks):
     a table entry must beat what the GPU would run without it."""
-    guess = dispatch.heuristic(variant, m, n, k, sm_count)
+    guess = dispatch.heuristic(variant, m, n, k, sm_count, dispatch.load_width(n, k))
     found = [(guess.config, guess.splits)]
     for config in variant.configs:
-        tiles = dispatch.blocks(variant, config, m, n)
         for splits in dispatch.split_counts(variant, config, k):
-            wanted = splits == 1 or (tiles < sm_count and tiles * splits <= 2 * sm_count)
+            wanted = dispatch.worth_splitting(variant, config, splits, m, n, sm_count)
             if wanted and (config, splits) not in found:
                 found.append((config, splits))
     return found

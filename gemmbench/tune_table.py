@@ -91,11 +91,9 @@ def markdown(gpu: dispatch.Gpu, tuned: str, rows: list[dict], winners: dict, arg
         for r in rows
         if r["median_s"] is not None and r.get("fraction_of_cublas") is not None
     }
-    variant = VARIANTS[TUNED]
     tuned_speed, heuristic_speed = [], []
     for klass, (name, splits) in winners.items():
-        m, n, k = (int(d) for d in klass.removesuffix("-unaligned").split("x"))
-        guess = dispatch.heuristic(variant, m, n, k, gpu.sm_count)
+        guess = heuristic_of_class(gpu, klass)
         if (klass, name, splits) in fraction:
             tuned_speed.append(fraction[(klass, name, splits)])
         measured_guess = fraction.get((klass, config_name(guess.config), guess.splits))
@@ -194,14 +192,19 @@ def differs_from_heuristic(gpu: dispatch.Gpu, winners: dict) -> dict:
     """The winners the heuristic would not pick itself: the table holds only those, so a shape
     where the heuristic's own choice measured fastest stays the heuristic's (tune always
     measures that choice among the candidates)."""
-    variant = VARIANTS[TUNED]
     kept = {}
     for klass, (name, splits) in winners.items():
-        m, n, k = (int(d) for d in klass.removesuffix("-unaligned").split("x"))
-        guess = dispatch.heuristic(variant, m, n, k, gpu.sm_count)
+        guess = heuristic_of_class(gpu, klass)
         if (config_name(guess.config), guess.splits) != (name, splits):
             kept[klass] = (name, splits)
     return kept
+
+
+def heuristic_of_class(gpu: dispatch.Gpu, klass: str) -> dispatch.Choice:
+    """What the heuristic runs on ``gpu`` for a table key (``MxNxK``, or ``-unaligned``)."""
+    m, n, k = (int(d) for d in klass.removesuffix("-unaligned").split("x"))
+    aligned = not klass.endswith("-unaligned")
+    return dispatch.choose(VARIANTS[TUNED], m, n, k, gpu, aligned, use_table=False)
 
 
 def table_entry(gpu: dispatch.Gpu, tuned: str, winners: dict, skipped: list) -> dict:

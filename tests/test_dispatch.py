@@ -47,8 +47,45 @@ class TestHeuristic:
             best = modelled(choice, shape, 132)
             for config in COARSENED.configs:
                 for splits in dispatch.split_counts(COARSENED, config, shape[2]):
+                    if not dispatch.worth_splitting(COARSENED, config, splits, *shape[:2], 132):
+                        continue
                     other = dispatch.predicted_seconds(COARSENED, config, splits, *shape, 132)
                     assert best <= other, (shape, config_name(config), splits)
+
+    def test_split_only_while_tiles_leave_multiprocessors_idle(self):
+        """A grid of at least one wave of tiles is never split; a smaller one at most to two
+        waves of blocks."""
+        for shape in [(4096, 4096, 4096), (1024, 1024, 16384), (300, 900, 20000), (8192, 64, 8192)]:
+            choice = heuristic(COARSENED, *shape, 132)
+            tiles = dispatch.blocks(COARSENED, choice.config, *shape[:2])
+            assert choice.splits == 1 or (tiles < 132 and tiles * choice.splits <= 264), shape
+
+    def test_rates_follow_the_load_width(self):
+        """The model's rate of a configuration is the fitted one for the load width, and a
+        configuration without a fitted rate gets the tile-area rule."""
+        shape = (4096, 4096, 4096)
+        for config in COARSENED.configs:
+            times = {
+                width: dispatch.predicted_seconds(COARSENED, config, 1, *shape, 132, width)
+                for width in dispatch.LOAD_WIDTH_RATES
+            }
+            rates = {w: dispatch.LOAD_WIDTH_RATES[w][config_name(config)] for w in times}
+            for a in times:
+                for b in times:
+                    assert times[a] * rates[a] == pytest.approx(times[b] * rates[b])
+        saved = dispatch.LOAD_WIDTH_RATES
+        try:
+            dispatch.LOAD_WIDTH_RATES = {4: {}}
+            tile_m, tile_n = COARSENED.tile(DEFAULT)
+            rule = (tile_m * tile_n / dispatch.REFERENCE_TILE_AREA) ** 0.05
+            seconds = dispatch.predicted_seconds(COARSENED, DEFAULT, 1, *shape, 132)
+        finally:
+            dispatch.LOAD_WIDTH_RATES = saved
+        assert seconds == pytest.approx(
+            dispatch.predicted_seconds(COARSENED, DEFAULT, 1, *shape, 132)
+            * saved[4][config_name(DEFAULT)]
+            / rule
+        )
 
     def test_big_square_takes_the_largest_tile_unsplit(self):
         """Many waves of tiles: the largest tile (most reuse), no split."""

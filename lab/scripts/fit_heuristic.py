@@ -1,0 +1,128 @@
+"""Fit gemm.dispatch's LOAD_WIDTH_RATES to tune measurements: python lab/scripts/fit_heuristic.py TUNE.json[.gz] [SEEDS]
+
+For each load width (gemm.dispatch.load_width of the shape), coordinate descent over each
+configuration's relative rate, maximising the mean log of (the model's choice ÷ cuBLAS) over the
+shapes of that width, among the candidates the heuristic may take and the tune measured. Prints
+the in-sample distribution, a leave-one-seed-out cross-validation when SEEDS (the
+gemmbench.sweep.draw_random seeds the shapes came from, e.g. "101 202 303") are given, and the
+fitted rates as a Python literal for gemm/dispatch.py.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+import statistics
+import sys
+from pathlib import Path
+
+from gemm import VARIANTS, dispatch
+from gemm.variants import config_name
+from gemmbench.sweep import draw_random, percentile
+
+VARIANT = VARIANTS["coarsened"]
+SM_COUNT = 132
+STEPS = (0.7, 0.8, 0.85, 0.9, 0.95, 0.97, 1.03, 1.05, 1.1, 1.15, 1.2, 1.3)
+
+
+def load(path: Path) -> list[tuple]:
+    """(shape, width, candidates measured, {(config name, splits): fraction of cuBLAS})."""
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8") as handle:
+        rows = json.load(handle)
+    by_shape: dict = {}
+    for row in rows:
+        if row.get("correct") and row.get("fraction_of_cublas"):
+            key = (row["m"], row["n"], row["k"])
+            by_shape.setdefault(key, {})[(row["config"], row["splits"])] = row["fraction_of_cublas"]
+    data = []
+    for (m, n, k), measured in by_shape.items():
+        candidates = [
+            (config, splits)
+            for config in VARIANT.configs
+            for splits in dispatch.split_counts(VARIANT, config, k)
+            if dispatch.worth_splitting(VARIANT, config, splits, m, n, SM_COUNT)
+            and (config_name(config), splits) in measured
+        ]
+        data.append(((m, n, k), dispatch.load_width(n, k), candidates, measured))
+    return data
+
+
+def chosen(data: list[tuple], rates_by_width: dict) -> list[float]:
+    got = []
+    for (m, n, k), width, candidates, measured in data:
+        rates = rates_by_width[width]
+
+        def modelled(candidate, rates=rates, m=m, n=n, k=k):
+            config, splits = candidate
+            dispatch.LOAD_WIDTH_RATES = {width: rates}
+            return dispatch.predicted_seconds(VARIANT, config, splits, m, n, k, SM_COUNT, width)
+
+        config, splits = min(candidates, key=modelled)
+        got.append(measured[(config_name(config), splits)])
+    return got
+
+
+def fit(data: list[tuple], width: int, start: dict) -> dict:
+    rows = [d for d in data if d[1] == width]
+    rates = dict(start)
+
+    def score(candidate: dict) -> float:
+        return statistics.fmean(math.log(x) for x in chosen(rows, {width: candidate}))
+
+    best = score(rates)
+    for _ in range(6):
+        for name in rates:
+            for step in STEPS:
+                trial = {**rates, name: rates[name] * step}
+                value = score(trial)
+                if value > best + 1e-9:
+                    best, rates = value, trial
+    top = max(rates.values())
+    return {name: round(rate / top, 3) for name, rate in rates.items()}
+
+
+def fit_all(data: list[tuple]) -> dict:
+    start = {
+        config_name(c): (VARIANT.tile(c)[0] * VARIANT.tile(c)[1] / dispatch.REFERENCE_TILE_AREA)
+        ** dispatch.TILE_EFFICIENCY_EXPONENT
+        for c in VARIANT.configs
+    }
+    return {w: fit(data, w, start) for w in sorted({d[1] for d in data}, reverse=True)}
+
+
+def summary(values: list[float]) -> str:
+    return (
+        f"n {len(values)}, min {min(values):.3f}, p10 {percentile(values, 10):.3f}, "
+        f"median {statistics.median(values):.3f}"
+    )
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) not in (1, 2):
+        print(__doc__.splitlines()[0].split(": ", 1)[1], file=sys.stderr)
+        return 2
+    data = load(Path(argv[0]))
+    rates = fit_all(data)
+    got = chosen(data, rates)
+    print("in sample:", summary(got))
+    for width in rates:
+        print(f"  width {width}:", summary([g for g, d in zip(got, data) if d[1] == width]))
+    if len(argv) == 2:
+        pooled = []
+        for held in argv[1].split():
+            shapes = set(draw_random(40, int(held)))
+            train = [d for d in data if d[0] not in shapes]
+            test = [d for d in data if d[0] in shapes]
+            fitted = fit_all(train)
+            test = [d for d in test if d[1] in fitted]
+            pooled += chosen(test, fitted)
+            print(f"held-out seed {held}:", summary(chosen(test, fitted)))
+        print("cross-validated, pooled:", summary(pooled))
+    print("LOAD_WIDTH_RATES = " + json.dumps(rates, indent=4))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
