@@ -2,7 +2,7 @@
 # One GPU call: the dispatch on shapes it was not fitted on. `report --sweep` over the grid (table
 # on and off), held-out random draws (SEEDS, default "7 11 13"; the heuristic is fitted on seeds
 # 101, 202 and 303), then, with PARENT set, `gemmbench gate` of this commit against PARENT at
-# GATE_SHAPES (e.g. held-out shapes whose choice changed), set as the gate's shapes in this
+# GATE_SHAPES (e.g. held-out shapes whose choice changed), added to the gate's shapes in this
 # checkout's pyproject.toml for that run only. Run after the bundle reset of lab/README.md.
 # Usage: lab/scripts/heldout-evidence.sh OUTDIR
 set -u
@@ -17,9 +17,10 @@ sweep() {  # NAME TIMEOUT_S [report options...]
     echo "$name: exit $? in $((SECONDS - t0)) s" | tee -a "$out/summary.txt"
     grep -A3 " n  *min  *p10" "$out/$name.txt" | tee -a "$out/summary.txt"
 }
-sweep grid "${GRID_S:-120}"
-for seed in ${SEEDS:-7 11 13}; do sweep "random$seed" "${RANDOM_S:-100}" --random 40 --seed "$seed"; done
+[[ -n ${SKIP_SWEEPS:-} ]] || sweep grid "${GRID_S:-120}"
+[[ -n ${SKIP_SWEEPS:-} ]] || for seed in ${SEEDS:-7 11 13}; do sweep "random$seed" "${RANDOM_S:-100}" --random 40 --seed "$seed"; done
 if [[ -n ${PARENT:-} ]]; then
+    cases=$(for s in ${GATE_SHAPES:-}; do printf 'coarsened-%s,' "$s"; done)
     clone=$(mktemp -d)/gate; git clone -q . "$clone" && git -C "$clone" branch -f base "$PARENT"
     cp pyproject.toml "$out/pyproject.toml.orig"
     "$PY" - "${GATE_SHAPES:?GATE_SHAPES: the gate shapes, e.g. 599x2560x1912 343x439x13216}" <<'PYEOF'
@@ -27,12 +28,13 @@ import re, sys
 from pathlib import Path
 path = Path("pyproject.toml")
 shapes = ", ".join(f'"{s}"' for s in sys.argv[1].split())
-text, count = re.subn(r'(?m)^gate = \[.*\]$', f"gate = [{shapes}]", path.read_text())
+# Appended to the gate's own shapes, which [gate] cases in thresholds.toml must still match.
+text, count = re.subn(r'(?m)^(gate = \[.*)\]$', rf"\1, {shapes}]", path.read_text())
 assert count == 1, "no gate shape line in pyproject.toml"
 path.write_text(text)
 PYEOF
     t0=$SECONDS
-    "$PY" -m gemmbench gate --repo "$clone" --base base --head HEAD --gpus one --cases 'coarsened-*' \
+    "$PY" -m gemmbench gate --repo "$clone" --base base --head HEAD --gpus one --cases "${cases%,}" \
         --json "$out/gate.json" >"$out/gate.txt" 2>&1
     echo "gate against $PARENT: exit $? in $((SECONDS - t0)) s" | tee -a "$out/summary.txt"
     cp "$out/pyproject.toml.orig" pyproject.toml
