@@ -73,8 +73,10 @@ static_assert((BK * BN) % (4 * THREADS) == 0, "the B tile splits evenly over the
 static_assert(BM % WM == 0 && BN % WN == 0, "the block tile splits evenly into warp tiles");
 static_assert(WM % TM == 0 && WN % TN == 0, "the warp tile splits evenly into thread tiles");
 static_assert(LANES_Y * LANES_X == 32, "a warp tile holds exactly 32 thread tiles");
-// At width 1 a pass of the block's threads reads THREADS / BK whole rows of the A tile and
-// THREADS / BN of the B tile, so a thread's rows are a fixed stride apart (then also at 2 and 4).
+// A pass of the block's threads reads whole rows of the A and B tiles (at width 1, so at 2 and 4):
+// a thread's loads then share a column and sit a constant number of rows apart, one address and
+// fixed offsets. Indexed as (tid + l * THREADS) / GROUPS instead, the compiler kept an address per
+// load alive across the K-step, and width-1 builds spilled registers.
 static_assert(THREADS % BK == 0 && THREADS % BN == 0,
               "a pass of the threads reads whole rows of the A and B tiles");
 
