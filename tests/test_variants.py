@@ -134,6 +134,56 @@ class TestWarpTileMapping:
             assert len({c for _, c in firsts}) == config["WN"] // config["TN"]
 
 
+class TestTileLoads:
+    """The thread -> loaded group mapping of 03_coarsened.cu's fetch and stash, mirrored here, for
+    every configuration at every load width."""
+
+    CASES = [
+        pytest.param(c, w, id=f"{config_name(c)}-{LOAD_WIDTH}{w}")
+        for c in VARIANTS["coarsened"].configs
+        for w in VARIANTS["coarsened"].load_widths
+    ]
+
+    @staticmethod
+    def groups(threads, loads, groups_per_row, width, tid):
+        """(row, first column) of thread ``tid``'s loads: rows a pass of the threads apart."""
+        return [
+            (
+                tid // groups_per_row + load * (threads // groups_per_row),
+                (tid % groups_per_row) * width,
+            )
+            for load in range(loads)
+        ]
+
+    @pytest.mark.parametrize(("config", "width"), CASES)
+    def test_every_float_once_and_lanes_consecutive(self, config, width):
+        """A (BM×BK) and B (BK×BN) tiles: every float loaded exactly once, in groups of ``width``,
+        and within each load a warp's lanes read consecutive groups of a row (or the next row
+        on), so a warp-wide load touches no more bytes than it uses, rounded to rows."""
+        threads = VARIANTS["coarsened"].threads(config)[0]
+        for rows, cols in ((config["BM"], config["BK"]), (config["BK"], config["BN"])):
+            loads = rows * cols // width // threads
+            per_row = cols // width
+            floats = [
+                (r, c + i)
+                for tid in range(threads)
+                for r, c in self.groups(threads, loads, per_row, width, tid)
+                for i in range(width)
+            ]
+            assert len(floats) == len(set(floats)) == rows * cols
+            assert {r for r, _ in floats} == set(range(rows))
+            for load in range(loads):
+                for warp in range(threads // 32):
+                    flat = [
+                        r * cols + c
+                        for r, c in (
+                            self.groups(threads, loads, per_row, width, warp * 32 + lane)[load]
+                            for lane in range(32)
+                        )
+                    ]
+                    assert flat == list(range(flat[0], flat[0] + 32 * width, width))
+
+
 class TestConfigurationLimits:
     """A configuration that could not compile or launch is refused in Python, naming why."""
 
