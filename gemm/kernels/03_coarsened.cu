@@ -154,8 +154,10 @@ gemm_coarsened(const float* __restrict__ A, const float* __restrict__ B, float* 
         }
 #pragma unroll
         for (int l = 0; l < B_LOADS; ++l) {
-            const int k = tid / B_GROUPS + l * (THREADS / B_GROUPS);
-            const int c = (tid % B_GROUPS) * LOAD_WIDTH;
+            // The same group as fetched, spelt from f: at width 4, ptxas then needs no more
+            // registers than the float4 path before widths did (153 instead of 151 otherwise).
+            const int f = tid + l * THREADS;
+            const int k = f / B_GROUPS, c = (f % B_GROUPS) * LOAD_WIDTH;
             *reinterpret_cast<Piece*>(&Bs[buf][k][c]) = b_next[l];
         }
     };
