@@ -171,10 +171,11 @@ def matmul(
     a = cupy.ascontiguousarray(a)
     b = cupy.ascontiguousarray(b)
     if config is None and chosen.dispatch:
-        # An operand off a 16-byte boundary (an offset view) makes coarsened read narrower
-        # groups than float4s, so the dispatch looks up the class tuned for those loads.
-        aligned = all(x.data.ptr % 16 == 0 for x in (a, b, out))
-        choice = dispatch.choose(chosen, m, n, k, dispatch.current_gpu(), aligned)
+        # Strides or an operand off a 16-byte boundary (an offset view) make coarsened read
+        # narrower groups than float4s; the dispatch picks for the loads this call gets (a
+        # split's workspace is a fresh allocation: it never narrows them).
+        width = chosen.load_width(k, n, (x.data.ptr for x in (a, b, out)))
+        choice = dispatch.choose(chosen, m, n, k, dispatch.current_gpu(), width)
         settings, count = choice.config, choice.splits if splits is None else splits
     else:
         count = splits or 1
