@@ -171,23 +171,16 @@ def matmul(
     a = cupy.ascontiguousarray(a)
     b = cupy.ascontiguousarray(b)
     if config is None and chosen.dispatch:
-        # Strides or an operand off a 16-byte boundary (an offset view) make coarsened read
-        # narrower groups than float4s; the dispatch picks for the loads this call gets (a
-        # split's workspace is a fresh allocation: it never narrows them).
-        width = chosen.load_width(k, n, (x.data.ptr for x in (a, b, out)))
-        choice = dispatch.choose(chosen, m, n, k, dispatch.current_gpu(), width)
+        # An operand off a 16-byte boundary (an offset view) sends coarsened down its scalar
+        # path, so the dispatch looks up the class tuned for that path.
+        aligned = all(x.data.ptr % 16 == 0 for x in (a, b, out))
+        choice = dispatch.choose(chosen, m, n, k, dispatch.current_gpu(), aligned)
         settings, count = choice.config, choice.splits if splits is None else splits
     else:
         count = splits or 1
     count = dispatch.effective_splits(chosen, settings, k, count)
     dims = (numpy.int32(m), numpy.int32(n), numpy.int32(k))
-    # Split-K's slices go to a workspace, which the kernel writes instead of out.
-    workspace = cupy.empty((count, m, n), dtype=cupy.float32) if count > 1 else None
-    written = out if workspace is None else workspace
-    # The widest load width the strides and addresses allow: row chunks of A and C start a
-    # multiple of K and N floats on, so they keep their matrices' alignment.
-    width = chosen.load_width(k, n, (x.data.ptr for x in (a, b, written)))
-    kernel = get_kernel(chosen, chosen.build(settings, width))
+    kernel = get_kernel(chosen, settings)
     if count == 1 and chosen.row_chunks:
         for first, rows in _row_chunks(chosen, settings, m):
             kernel(
@@ -207,10 +200,11 @@ def matmul(
         kernel(grid, chosen.threads(settings), (a, b, out, *dims))
         return out
     # Split-K: each slice's partial C into the workspace, then one pass adds them in order.
+    workspace = cupy.empty((count, m, n), dtype=cupy.float32)
     kernel(grid, chosen.threads(settings), (a, b, workspace, *dims))
     total = m * n
     sum_blocks = min(-(-total // _SUM_THREADS), dispatch.current_gpu().sm_count * 16)
-    get_kernel(chosen, chosen.build(settings, width), chosen.sum_kernel_name)(
+    get_kernel(chosen, settings, chosen.sum_kernel_name)(
         (sum_blocks, 1, 1),
         (_SUM_THREADS, 1, 1),
         (workspace, out, numpy.int64(total), numpy.int32(count)),

@@ -78,7 +78,13 @@ def shape_class(m: int, n: int, k: int, aligned: bool = True) -> str:
     16-byte aligned: ``aligned`` False, an offset view the shape cannot show). The table holds
     the tuned shapes; every other shape goes to the heuristic's model, which generalises."""
     key = f"{m}x{n}x{k}"
-    return key if n % 4 == 0 and k % 4 == 0 and aligned else f"{key}-unaligned"
+    return key if load_width(n, k, aligned) == 4 else f"{key}-unaligned"
+
+
+def load_width(n: int, k: int, aligned: bool = True) -> int:
+    """Floats per global load of the tiles: 4 where every row start is 16-byte aligned (N and K
+    multiples of 4, ``aligned`` operands), else 1."""
+    return 4 if n % 4 == 0 and k % 4 == 0 and aligned else 1
 
 
 def blocks(variant: Variant, config: Config, m: int, n: int) -> int:
@@ -208,34 +214,23 @@ def from_table(
 
 
 def choose(
-    variant: Variant,
-    m: int,
-    n: int,
-    k: int,
-    gpu: Gpu,
-    width: int | None = None,
-    use_table: bool = True,
+    variant: Variant, m: int, n: int, k: int, gpu: Gpu, aligned: bool = True, use_table: bool = True
 ) -> Choice:
     """The configuration and split count for (M, N, K) on ``gpu``: the table's, else the
-    heuristic's. ``width``: the floats per load the call's operands allow
-    (``Variant.load_width``; None: the widest N and K allow, as for fresh arrays); loads narrower
-    than the widest are the table's ``-unaligned`` class. ``use_table`` False: what a GPU without
-    any table entry would run."""
+    heuristic's. ``aligned``: every operand 16-byte aligned (see ``shape_class``);
+    ``use_table`` False: what a GPU without any table entry would run."""
     if not variant.dispatch:
         return Choice(variant.config, 1, "heuristic")
-    if width is None:
-        width = variant.load_width(k, n, ()) if variant.load_widths else 4
-    return _choose_registered(variant.name, m, n, k, gpu, width, use_table)
+    return _choose_registered(variant.name, m, n, k, gpu, aligned, use_table)
 
 
 @functools.lru_cache(maxsize=4096)  # keyed by name: a Variant holds unhashable mappings
 def _choose_registered(
-    name: str, m: int, n: int, k: int, gpu: Gpu, width: int, use_table: bool
+    name: str, m: int, n: int, k: int, gpu: Gpu, aligned: bool, use_table: bool
 ) -> Choice:
     variant = VARIANTS[name]
-    aligned = width == max(variant.load_widths or (width,))
     tuned = from_table(variant, m, n, k, gpu, aligned=aligned) if use_table else None
-    return tuned or heuristic(variant, m, n, k, gpu.sm_count, width)
+    return tuned or heuristic(variant, m, n, k, gpu.sm_count, load_width(n, k, aligned))
 
 
 @functools.cache

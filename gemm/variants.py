@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
@@ -14,10 +14,6 @@ MAX_THREADS_PER_BLOCK = 1024
 MAX_BLOCK_DIMS = (1024, 1024, 64)
 MAX_GRID_Y = MAX_GRID_Z = 65535
 MAX_STATIC_SHARED_BYTES = 48 * 1024
-
-# The compile-time constant that carries a call's load width (see Variant.load_widths).
-LOAD_WIDTH = "LOAD_WIDTH"
-_FLOAT = 4  # bytes
 
 
 def _frozen(config: dict[str, int]) -> Config:
@@ -55,11 +51,7 @@ class Variant:
     ``resident_blocks``: the blocks of a configuration a multiprocessor holds at once (the
     dispatch's model of waves). ``switches``
     names the constants that turn a kernel feature off (0) or on (1); every other constant is a
-    size and must be positive. ``load_widths``: the floats a thread may read or write in one
-    access (widest first, ending at 1), passed as the constant LOAD_WIDTH; no configuration
-    holds it: ``gemm.matmul`` builds each call with the widest its operands allow
-    (``load_width``), so a configuration keeps one name, and one tuning-table entry, at every
-    width.
+    size and must be positive.
     """
 
     name: str
@@ -75,13 +67,7 @@ class Variant:
     dispatch: bool = False
     switches: frozenset[str] = frozenset()
     resident_blocks: Callable[[Config], int] = field(default=lambda c: 1, compare=False)
-    load_widths: tuple[int, ...] = ()
     notes: str = field(default="", compare=False)
-
-    def __post_init__(self) -> None:
-        widths = self.load_widths
-        if widths and (list(widths) != sorted(set(widths), reverse=True) or widths[-1] != 1):
-            raise ValueError(f"{self.name}: load_widths {widths} must fall strictly to 1")
 
     @property
     def kernel_name(self) -> str:
@@ -129,33 +115,11 @@ class Variant:
                 f"{MAX_STATIC_SHARED_BYTES} bytes of static shared memory; choose smaller tiles"
             )
 
-    def load_width(self, k: int, n: int, addresses: Iterable[int]) -> int | None:
-        """The widest of ``load_widths`` that divides K and N (the row strides of A, and of B and
-        C) and whose bytes divide every operand's address; None for a variant without widths."""
-        addresses = tuple(addresses)
-        for width in self.load_widths:
-            if (
-                k % width == 0
-                and n % width == 0
-                and all(a % (width * _FLOAT) == 0 for a in addresses)
-            ):
-                return width
-        return None
-
-    def build(self, config: Config, width: int | None) -> Config:
-        """The constants one compile gets: ``config``, and LOAD_WIDTH unless ``width`` is None."""
-        return config if width is None else _frozen({**config, LOAD_WIDTH: width})
-
     def resolve(self, overrides: Mapping[str, int] | None = None) -> Config:
         """The default configuration with ``overrides`` applied; ValueError if it is unknown or breaks a constraint."""
         if not overrides:
             return self.config
         unknown = sorted(set(overrides) - set(self.config))
-        if LOAD_WIDTH in unknown and self.load_widths:
-            raise ValueError(
-                f"{self.name}'s {LOAD_WIDTH} is not a configuration constant: gemm.matmul picks "
-                f"the widest of {self.load_widths} the operands' strides and addresses allow"
-            )
         if unknown:
             raise ValueError(
                 f"variant {self.name!r} has no compile-time constant {', '.join(unknown)}; "
@@ -213,14 +177,9 @@ _COARSENED_CONSTRAINTS = (
         "a warp tile holds exactly 32 thread tiles",
         lambda c: (c["WM"] // c["TM"]) * (c["WN"] // c["TN"]) == 32,
     ),
-    Constraint(
-        "a pass of the threads reads whole rows of the A and B tiles",
-        lambda c: (
-            _coarsened_thread_count(c) % c["BK"] == 0 and _coarsened_thread_count(c) % c["BN"] == 0
-        ),
-    ),
 )
 
+_FLOAT = 4  # bytes
 _AS_PAD = 4  # 03_coarsened.cu's AS_PAD: row padding of the transposed A tile
 
 
@@ -284,8 +243,6 @@ VARIANTS: Mapping[str, Variant] = MappingProxyType(
             ),
             resident_blocks=lambda c: c["MIN_BLOCKS"],
             switches=frozenset({"PREFETCH"}),
-            # float4, float2 or single floats: every configuration compiles at each width.
-            load_widths=(4, 2, 1),
             threads=_coarsened_threads,
             tile=lambda c: (c["BM"], c["BN"]),
             constraints=_COARSENED_CONSTRAINTS,

@@ -47,7 +47,7 @@ def candidates(variant: Variant, m: int, n: int, k: int, sm_count: int) -> list[
     """The heuristic's own choice, every registered configuration unsplit, and split where its
     grid is under one wave (the dispatch's split counts, kept to at most two waves of blocks):
     a table entry must beat what the GPU would run without it."""
-    guess = dispatch.heuristic(variant, m, n, k, sm_count, variant.load_width(k, n, ()))
+    guess = dispatch.heuristic(variant, m, n, k, sm_count, dispatch.load_width(n, k))
     found = [(guess.config, guess.splits)]
     for config in variant.configs:
         for splits in dispatch.split_counts(variant, config, k):

@@ -203,11 +203,8 @@ def differs_from_heuristic(gpu: dispatch.Gpu, winners: dict) -> dict:
 def heuristic_of_class(gpu: dispatch.Gpu, klass: str) -> dispatch.Choice:
     """What the heuristic runs on ``gpu`` for a table key (``MxNxK``, or ``-unaligned``)."""
     m, n, k = (int(d) for d in klass.removesuffix("-unaligned").split("x"))
-    variant = VARIANTS[TUNED]
-    width = variant.load_width(k, n, ()) if variant.load_widths else None
-    if klass.endswith("-unaligned") and width == max(variant.load_widths, default=None):
-        width = min(variant.load_widths)  # N and K allow the widest: an offset view's class
-    return dispatch.choose(variant, m, n, k, gpu, width, use_table=False)
+    aligned = not klass.endswith("-unaligned")
+    return dispatch.choose(VARIANTS[TUNED], m, n, k, gpu, aligned, use_table=False)
 
 
 def table_entry(gpu: dispatch.Gpu, tuned: str, winners: dict, skipped: list) -> dict:

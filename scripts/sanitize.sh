@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
-# compute-sanitizer over every variant, configuration and load width (memcheck, racecheck), then
-# proof that it catches a planted out-of-bounds write and a planted race.
-# Usage: scripts/sanitize.sh [LOGDIR]
+# compute-sanitizer over every variant and configuration (memcheck, racecheck), then proof that it
+# catches a planted out-of-bounds write and a planted race. Usage: scripts/sanitize.sh [LOGDIR]
 # Exit: 0 clean and both plants caught; 1 otherwise; 2 usage; 4 no compute-sanitizer on PATH.
 set -uo pipefail
 [[ $# -le 1 && ${1:-x} != -* && ${1-x} != "" ]] || { echo "usage: scripts/sanitize.sh [LOGDIR]" >&2; exit 2; }

@@ -47,20 +47,6 @@ def parse_ptxas_log(log: str) -> ResourceUsage:
     )
 
 
-def compile_ptx(variant: Variant, config: Config, arch: str = "compute_90") -> str:
-    """The PTX NVRTC makes of ``variant`` with ``config`` (every constant, LOAD_WIDTH included)."""
-    from cupy_backends.cuda.libs import nvrtc
-
-    options = [*compile_options(config), f"-arch={arch}"]
-    program = nvrtc.createProgram(read_source(variant.source), variant.source, [], [])
-    try:
-        nvrtc.compileProgram(program, options)
-        ptx = nvrtc.getPTX(program)
-    finally:
-        nvrtc.destroyProgram(program)
-    return ptx.decode() if isinstance(ptx, bytes) else ptx
-
-
 def compile_report(
     variant: Variant, config: Config, arch: str = "sm_90"
 ) -> tuple[ResourceUsage, str]:

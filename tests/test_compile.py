@@ -5,11 +5,10 @@ from __future__ import annotations
 import re
 
 import pytest
-from ptxas_report import CompileError, compile_ptx, compile_report, parse_ptxas_log
+from ptxas_report import CompileError, compile_report, parse_ptxas_log
 
 from gemm import VARIANTS
 from gemm._loader import configuration_error
-from gemm.variants import LOAD_WIDTH, config_name
 from gemmbench.config import load as load_config
 
 # [tool.gemmbench.budgets]: a kernel without its own register budget gets max_registers.
@@ -33,20 +32,12 @@ def nvrtc_unavailable_reason() -> str | None:
 _NVRTC_MISSING = nvrtc_unavailable_reason()
 needs_nvrtc = pytest.mark.skipif(_NVRTC_MISSING is not None, reason=str(_NVRTC_MISSING))
 
-# Every registered configuration at every load width its variant declares (the constants one
-# compile gets: Variant.build), as gemm.matmul may build it.
 CASES = [
-    pytest.param(v, v.build(c, w), id=f"{v.name}-{config_name(v.build(c, w))}")
+    pytest.param(v, c, id=f"{v.name}-" + "-".join(f"{k}{val}" for k, val in c.items()))
     for v in VARIANTS.values()
     if not v.is_library
     for c in v.configs
-    for w in v.load_widths or (None,)
 ]
-
-
-def widest(variant, config):
-    """``config`` as gemm.matmul builds it for aligned operands."""
-    return variant.build(config, variant.load_widths[0] if variant.load_widths else None)
 
 
 REGISTERS_PER_MULTIPROCESSOR = 65536  # sm_60 to sm_90
@@ -123,12 +114,6 @@ BAD_CONFIGS = [
         "a warp tile holds exactly 32 thread tiles",
         id="coarsened-warp-of-64-lanes",
     ),
-    pytest.param(
-        "coarsened",
-        {"BM": 64, "BN": 256, "BK": 8, "WM": 32, "WN": 128, "TM": 8, "TN": 16},
-        "a pass of the threads reads whole rows of the A and B tiles",
-        id="coarsened-128-threads-over-256-columns",
-    ),
 ]
 
 
@@ -140,7 +125,7 @@ def test_bad_configuration_refused_alike(name, overrides, message):
     variant = VARIANTS[name]
     bad = {**variant.config, **overrides}
     with pytest.raises(CompileError, match=message) as failed:
-        compile_report(variant, widest(variant, bad), arch=BUDGETS.arch)
+        compile_report(variant, bad, arch=BUDGETS.arch)
     translated = configuration_error(variant, bad, str(failed.value))
     assert isinstance(translated, ValueError) and message in str(translated)
     assert "\n" not in str(translated)
@@ -157,18 +142,15 @@ MISSING_CONSTANT_CASES = [
     pytest.param(v, key, id=f"{v.name}-{key}")
     for v in VARIANTS.values()
     if not v.is_library
-    for key in widest(v, v.config)
+    for key in v.config
 ]
 
 
 @needs_nvrtc
 @pytest.mark.parametrize(("variant", "missing"), MISSING_CONSTANT_CASES)
 def test_missing_constant_fails_to_compile(variant, missing):
-    """A source compiled without one registry constant (or its load width) stops at an #error
-    naming it (no default)."""
-    partial = {
-        key: value for key, value in widest(variant, variant.config).items() if key != missing
-    }
+    """A source compiled without one registry constant stops at an #error naming it (no default)."""
+    partial = {key: value for key, value in variant.config.items() if key != missing}
     with pytest.raises(CompileError, match=f"{missing} is not defined"):
         compile_report(variant, partial, arch=BUDGETS.arch)
 
@@ -197,32 +179,3 @@ class TestParsePtxasLog:
         """A log without a report is an error, not a silent zero."""
         with pytest.raises(ValueError, match="no ptxas resource report"):
             parse_ptxas_log("ptxas info    : 0 bytes gmem\n")
-
-
-# The width of each PTX global access: ld.global.nc.v4.f32 is 4, ld.global.nc.f32 is 1.
-_GLOBAL_ACCESS = re.compile(r"\b(ld|st)\.global(?:\.nc)?(?:\.v(\d))?\.f32\b")
-WIDTH_CASES = [
-    pytest.param(v, c, w, id=f"{v.name}-{config_name(c)}-{LOAD_WIDTH}{w}")
-    for v in VARIANTS.values()
-    for c in v.configs
-    for w in v.load_widths
-]
-
-
-@needs_nvrtc
-@pytest.mark.parametrize(("variant", "config", "width"), WIDTH_CASES)
-def test_loads_and_stores_at_the_load_width(variant, config, width):
-    """Built at a width, the kernel reads A and B and writes C only in accesses of that many floats
-    (the compiler neither splits a float4 nor leaves a scalar path behind), and as many reads as
-    the tiles hold groups of that width."""
-    ptx = compile_ptx(variant, variant.build(config, width))
-    entry = ptx[ptx.index(f".entry {variant.kernel_name}(") :]
-    if variant.split_k:
-        entry = entry[: entry.find(f".entry {variant.sum_kernel_name}(")]
-    accesses = [(op, int(v or 1)) for op, v in _GLOBAL_ACCESS.findall(entry)]
-    assert accesses and {w for _, w in accesses} == {width}, sorted(set(accesses))
-    loads = sum(op == "ld" for op, _ in accesses)
-    bm, bn, bk = config["BM"], config["BN"], config["BK"]
-    per_step = (bm * bk + bk * bn) // width // variant.threads(config)[0]
-    # A K-step's fetch appears before the loop and in each unrolled copy of it: whole fetches.
-    assert loads % per_step == 0 and loads >= 2 * per_step, (loads, per_step)

@@ -218,13 +218,11 @@ class TestModes:
             pytest.skip("the tuning table has no entry for a sweep shape")
         for gpu, shape in tuned:
             untuned = dispatch.choose(variant, *shape, gpu, use_table=False)
-            width = variant.load_width(shape[2], shape[1], ())
+            width = dispatch.load_width(*shape[1:])
             assert untuned == dispatch.heuristic(variant, *shape, gpu.sm_count, width)
         assert any(
             dispatch.choose(variant, *s, g).config
-            != dispatch.heuristic(
-                variant, *s, g.sm_count, variant.load_width(s[2], s[1], ())
-            ).config
+            != dispatch.heuristic(variant, *s, g.sm_count, dispatch.load_width(*s[1:])).config
             for g, s in tuned
         )
 
@@ -239,9 +237,9 @@ class TestModes:
         asked, calls = [], []
         real_choose = dispatch.choose
 
-        def choose(variant, m, n, k, on, width=None, use_table=True):
+        def choose(variant, m, n, k, on, aligned=True, use_table=True):
             asked.append(use_table)
-            return real_choose(variant, m, n, k, on, width, use_table)
+            return real_choose(variant, m, n, k, on, aligned, use_table)
 
         stream = types.SimpleNamespace(synchronize=lambda: None)
         cupy = types.SimpleNamespace(

@@ -8,7 +8,7 @@ import pytest
 
 from gemm import VARIANTS, get_variant
 from gemm._loader import KERNEL_DIR
-from gemm.variants import LOAD_WIDTH, Variant, config_name
+from gemm.variants import config_name
 from gemmbench.config import load as load_config
 
 
@@ -27,7 +27,7 @@ class TestRegistry:
     def test_constants_only_in_registry(self, variant):
         """Every registry constant is required by the source (#error when missing), never re-defaulted."""
         text = (KERNEL_DIR / variant.source).read_text()
-        for key in [*variant.config, *([LOAD_WIDTH] if variant.load_widths else [])]:
+        for key in variant.config:
             assert re.search(rf"#ifndef {key}\n#error \"{key} is not defined", text), key
             assert not re.search(rf"#define\s+{key}\b", text), f"{variant.source} defines {key}"
 
@@ -134,56 +134,6 @@ class TestWarpTileMapping:
             assert len({c for _, c in firsts}) == config["WN"] // config["TN"]
 
 
-class TestTileLoads:
-    """The thread -> loaded group mapping of 03_coarsened.cu's fetch and stash, mirrored here, for
-    every configuration at every load width."""
-
-    CASES = [
-        pytest.param(c, w, id=f"{config_name(c)}-{LOAD_WIDTH}{w}")
-        for c in VARIANTS["coarsened"].configs
-        for w in VARIANTS["coarsened"].load_widths
-    ]
-
-    @staticmethod
-    def groups(threads, loads, groups_per_row, width, tid):
-        """(row, first column) of thread ``tid``'s loads: rows a pass of the threads apart."""
-        return [
-            (
-                tid // groups_per_row + load * (threads // groups_per_row),
-                (tid % groups_per_row) * width,
-            )
-            for load in range(loads)
-        ]
-
-    @pytest.mark.parametrize(("config", "width"), CASES)
-    def test_every_float_once_and_lanes_consecutive(self, config, width):
-        """A (BM×BK) and B (BK×BN) tiles: every float loaded exactly once, in groups of ``width``,
-        and within each load a warp's lanes read consecutive groups of a row (or the next row
-        on), so a warp-wide load touches no more bytes than it uses, rounded to rows."""
-        threads = VARIANTS["coarsened"].threads(config)[0]
-        for rows, cols in ((config["BM"], config["BK"]), (config["BK"], config["BN"])):
-            loads = rows * cols // width // threads
-            per_row = cols // width
-            floats = [
-                (r, c + i)
-                for tid in range(threads)
-                for r, c in self.groups(threads, loads, per_row, width, tid)
-                for i in range(width)
-            ]
-            assert len(floats) == len(set(floats)) == rows * cols
-            assert {r for r, _ in floats} == set(range(rows))
-            for load in range(loads):
-                for warp in range(threads // 32):
-                    flat = [
-                        r * cols + c
-                        for r, c in (
-                            self.groups(threads, loads, per_row, width, warp * 32 + lane)[load]
-                            for lane in range(32)
-                        )
-                    ]
-                    assert flat == list(range(flat[0], flat[0] + 32 * width, width))
-
-
 class TestConfigurationLimits:
     """A configuration that could not compile or launch is refused in Python, naming why."""
 
@@ -248,75 +198,6 @@ class TestConfigurationLimits:
             matmul(None, None, variant="tiled", splits=2)
         with pytest.raises(ValueError, match="splits must be a positive int"):
             matmul(None, None, variant="coarsened", splits=0)
-
-
-WIDE = [v for v in VARIANTS.values() if v.load_widths]
-ALIGNED = 1 << 20  # an allocation's address: CuPy's are 256-byte aligned
-
-
-class TestLoadWidth:
-    """Variant.load_width, gemm.matmul's choice of LOAD_WIDTH per call (no GPU needed)."""
-
-    @pytest.mark.parametrize(
-        ("k", "n", "float_offsets", "expected"),
-        [
-            (1024, 1024, (0, 0, 0), 4),  # aligned
-            (1022, 1024, (0, 0, 0), 2),  # K even, not a multiple of 4
-            (1024, 1022, (0, 0, 0), 2),  # N even, not a multiple of 4
-            (1023, 1024, (0, 0, 0), 1),  # K odd
-            (1024, 1023, (0, 0, 0), 1),  # N odd
-            (1024, 1024, (2, 0, 0), 2),  # A an offset view 8 bytes past a 16-byte boundary
-            (1024, 1024, (0, 1, 0), 1),  # B one float past
-            (1024, 1024, (0, 0, 3), 1),  # C (out) three floats past
-            (1022, 1024, (0, 0, 2), 2),  # K and C both allow 2
-            (1022, 1024, (0, 1, 0), 1),
-        ],
-    )
-    def test_widest_the_call_allows(self, k, n, float_offsets, expected):
-        """The widest width that divides K and N and whose bytes divide every operand's address."""
-        variant = VARIANTS["coarsened"]
-        assert variant.load_widths == (4, 2, 1)  # the cases above are written for these
-        addresses = [ALIGNED + 4 * f for f in float_offsets]
-        assert variant.load_width(k, n, addresses) == expected
-
-    @pytest.mark.parametrize("variant", WIDE, ids=lambda v: v.name)
-    def test_never_a_misaligned_width(self, variant):
-        """Over many strides and offsets, the width chosen keeps every access aligned and no wider
-        registered width would: the rule holds for whatever widths the registry declares."""
-        widths = variant.load_widths
-        for k in range(1, 17):
-            for n in (1, 2, 3, 4, 6, 8, 12, 16):
-                for offsets in ((0, 0, 0), (1, 0, 0), (0, 2, 0), (0, 0, 4), (2, 2, 2)):
-                    addresses = [ALIGNED + 4 * f for f in offsets]
-                    got = variant.load_width(k, n, addresses)
-                    fits = [
-                        w
-                        for w in widths
-                        if k % w == 0 and n % w == 0 and all(a % (4 * w) == 0 for a in addresses)
-                    ]
-                    assert got == max(fits), (k, n, offsets, got)
-
-    def test_widths_declared_in_the_registry(self):
-        """Only the registry declares widths; a variant without them is built without LOAD_WIDTH."""
-        tiled = VARIANTS["tiled"]
-        assert tiled.load_width(1023, 1023, [ALIGNED + 4]) is None
-        assert tiled.build(tiled.config, None) == tiled.config
-        for variant in WIDE:
-            built = variant.build(variant.config, 2)
-            assert built[LOAD_WIDTH] == 2 and {**built} == {**variant.config, LOAD_WIDTH: 2}
-            assert LOAD_WIDTH not in config_name(variant.config)  # the tuning table's key
-
-    @pytest.mark.parametrize("widths", [(2, 4, 1), (4, 2), (4, 4, 1), (1, 1)])
-    def test_widths_fall_to_one(self, widths):
-        """Widths must run strictly down to 1, so every call has one."""
-        with pytest.raises(ValueError, match="must fall strictly to 1"):
-            Variant(name="x", description="", source="x.cu", load_widths=widths)
-
-    @pytest.mark.parametrize("variant", WIDE, ids=lambda v: v.name)
-    def test_not_a_configuration_constant(self, variant):
-        """config= cannot force a width: the call's operands decide it."""
-        with pytest.raises(ValueError, match=f"{LOAD_WIDTH} is not a configuration constant"):
-            variant.resolve({LOAD_WIDTH: 1})
 
 
 class TestGrid:

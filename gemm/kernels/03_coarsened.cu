@@ -39,23 +39,12 @@
 #ifndef UNROLL
 #error "UNROLL is not defined: compile-time constants come from the registry, gemm/variants.py"
 #endif
-// Floats a thread moves in one access of A, B or C: 4 (a float4), 2 or 1. Not a tuning constant:
-// gemm.matmul builds, per call, the widest whose every access is aligned, the width dividing K and
-// N (the row strides) and its bytes dividing each operand's address. One width per build, because
-// a float4 path with a scalar fallback chosen at run time holds both paths' registers in every
-// launch, and a scalar path that keeps a thread on four neighbouring floats spreads each warp-wide
-// load over four times the cache lines it needs; here a warp's lanes read consecutive groups.
-#ifndef LOAD_WIDTH
-#error "LOAD_WIDTH is not defined: gemm.matmul passes the widest its operands allow, gemm/_api.py"
-#endif
 
 #define THREADS_X (BN / TN)
 #define THREADS_Y (BM / TM)
 #define THREADS (THREADS_X * THREADS_Y)
-#define A_LOADS (BM * BK / LOAD_WIDTH / THREADS)  // loads per thread per A tile
-#define B_LOADS (BK * BN / LOAD_WIDTH / THREADS)  // loads per thread per B tile
-#define A_GROUPS (BK / LOAD_WIDTH)  // groups of LOAD_WIDTH floats in a row of the A tile
-#define B_GROUPS (BN / LOAD_WIDTH)
+#define A_LOADS (BM * BK / 4 / THREADS)  // float4 loads per thread per A tile
+#define B_LOADS (BK * BN / 4 / THREADS)  // float4 loads per thread per B tile
 #define WARPS_X (BN / WN)  // warps across the block tile
 #define LANES_Y (WM / TM)  // a warp's 32 lanes as LANES_Y rows × LANES_X columns of thread tiles
 #define LANES_X (WN / TN)
@@ -73,29 +62,6 @@ static_assert((BK * BN) % (4 * THREADS) == 0, "the B tile splits evenly over the
 static_assert(BM % WM == 0 && BN % WN == 0, "the block tile splits evenly into warp tiles");
 static_assert(WM % TM == 0 && WN % TN == 0, "the warp tile splits evenly into thread tiles");
 static_assert(LANES_Y * LANES_X == 32, "a warp tile holds exactly 32 thread tiles");
-// A pass of the block's threads reads whole rows of the A and B tiles (at width 1, so at 2 and 4):
-// a thread's loads then share a column and sit a constant number of rows apart, one address and
-// fixed offsets. Indexed as (tid + l * THREADS) / GROUPS instead, the compiler kept an address per
-// load alive across the K-step, and width-1 builds spilled registers.
-static_assert(THREADS % BK == 0 && THREADS % BN == 0,
-              "a pass of the threads reads whole rows of the A and B tiles");
-
-// One access of LOAD_WIDTH floats, and its i-th float (i a constant once loops are unrolled).
-#if LOAD_WIDTH == 4
-typedef float4 Piece;
-#elif LOAD_WIDTH == 2
-typedef float2 Piece;
-#elif LOAD_WIDTH == 1
-typedef float1 Piece;
-#else
-#error "LOAD_WIDTH is 4, 2 or 1 floats"
-#endif
-__device__ __forceinline__ float& at(float4& p, int i)
-{
-    return i == 0 ? p.x : i == 1 ? p.y : i == 2 ? p.z : p.w;
-}
-__device__ __forceinline__ float& at(float2& p, int i) { return i == 0 ? p.x : p.y; }
-__device__ __forceinline__ float& at(float1& p, int) { return p.x; }
 
 extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
 gemm_coarsened(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,
@@ -122,43 +88,59 @@ gemm_coarsened(const float* __restrict__ A, const float* __restrict__ B, float* 
     const int tid = threadIdx.x;
     const int row0 = blockIdx.y * BM, col0 = blockIdx.x * BN;
 
-    Piece a_next[A_LOADS], b_next[B_LOADS];
+    // float4 global accesses need every row start 16-byte aligned; otherwise take the scalar path.
+    // The condition is the same for the whole grid, so the branch never diverges.
+    const bool vec = (lda % 4 == 0) && (N % 4 == 0) &&
+                     ((reinterpret_cast<size_t>(A) | reinterpret_cast<size_t>(B) |
+                       reinterpret_cast<size_t>(C)) % 16 == 0);
 
-    // Fetch the K-step starting at k0 into registers; zero past every edge of A and B. Thread tid
-    // reads group tid % GROUPS of a row of LOAD_WIDTH floats, so consecutive lanes read consecutive
-    // addresses, and every pass of the block's threads THREADS / GROUPS rows further on. K (every
-    // slice's too) and N are multiples of LOAD_WIDTH: a group is all inside an edge or all past it.
+    float4 a_next[A_LOADS], b_next[B_LOADS];
+
+    // Fetch the K-step starting at k0 into registers; zero past every edge of A and B.
     auto fetch = [&](int k0, int) {
 #pragma unroll
         for (int l = 0; l < A_LOADS; ++l) {
-            const int r = row0 + tid / A_GROUPS + l * (THREADS / A_GROUPS);
-            const int k = k0 + (tid % A_GROUPS) * LOAD_WIDTH;
-            a_next[l] = (r < M && k < K) ? *reinterpret_cast<const Piece*>(A + (size_t)r * lda + k)
-                                         : Piece{};
+            const int f = tid + l * THREADS;
+            const int r = row0 + f / (BK / 4), k = k0 + (f % (BK / 4)) * 4;
+            const float* p = A + (size_t)r * lda + k;
+            if (vec) {
+                a_next[l] = (r < M && k < K) ? *reinterpret_cast<const float4*>(p)
+                                             : make_float4(0.f, 0.f, 0.f, 0.f);
+            } else {
+                const bool in = r < M;
+                a_next[l] = make_float4(in && k < K ? p[0] : 0.f, in && k + 1 < K ? p[1] : 0.f,
+                                        in && k + 2 < K ? p[2] : 0.f, in && k + 3 < K ? p[3] : 0.f);
+            }
         }
 #pragma unroll
         for (int l = 0; l < B_LOADS; ++l) {
-            const int k = k0 + tid / B_GROUPS + l * (THREADS / B_GROUPS);
-            const int c = col0 + (tid % B_GROUPS) * LOAD_WIDTH;
-            b_next[l] = (k < K && c < N) ? *reinterpret_cast<const Piece*>(B + (size_t)k * N + c)
-                                         : Piece{};
+            const int f = tid + l * THREADS;
+            const int k = k0 + f / (BN / 4), c = col0 + (f % (BN / 4)) * 4;
+            const float* p = B + (size_t)k * N + c;
+            if (vec) {
+                b_next[l] = (k < K && c < N) ? *reinterpret_cast<const float4*>(p)
+                                             : make_float4(0.f, 0.f, 0.f, 0.f);
+            } else {
+                const bool in = k < K;
+                b_next[l] = make_float4(in && c < N ? p[0] : 0.f, in && c + 1 < N ? p[1] : 0.f,
+                                        in && c + 2 < N ? p[2] : 0.f, in && c + 3 < N ? p[3] : 0.f);
+            }
         }
     };
     auto stash = [&](int buf) {
 #pragma unroll
         for (int l = 0; l < A_LOADS; ++l) {
-            const int r = tid / A_GROUPS + l * (THREADS / A_GROUPS);
-            const int k = (tid % A_GROUPS) * LOAD_WIDTH;
-#pragma unroll
-            for (int i = 0; i < LOAD_WIDTH; ++i) As[buf][k + i][r] = at(a_next[l], i);
+            const int f = tid + l * THREADS;
+            const int r = f / (BK / 4), k = (f % (BK / 4)) * 4;
+            As[buf][k + 0][r] = a_next[l].x;
+            As[buf][k + 1][r] = a_next[l].y;
+            As[buf][k + 2][r] = a_next[l].z;
+            As[buf][k + 3][r] = a_next[l].w;
         }
 #pragma unroll
         for (int l = 0; l < B_LOADS; ++l) {
-            // The same group as fetched, spelt from f: at width 4, ptxas then needs no more
-            // registers than the float4 path before widths did (153 instead of 151 otherwise).
             const int f = tid + l * THREADS;
-            const int k = f / B_GROUPS, c = (f % B_GROUPS) * LOAD_WIDTH;
-            *reinterpret_cast<Piece*>(&Bs[buf][k][c]) = b_next[l];
+            *reinterpret_cast<float4*>(&Bs[buf][f / (BN / 4)][(f % (BN / 4)) * 4]) = b_next[l];
         }
     };
 
@@ -253,14 +235,12 @@ gemm_coarsened(const float* __restrict__ A, const float* __restrict__ B, float* 
                 const int c = col0 + col1 + gj * STRIDE_N;
                 const float* v = &acc[gi * 4 + i][gj * 4];
                 float* p = C + (size_t)r * N + c;
-                // In groups of LOAD_WIDTH, each all inside C or all past its edge.
+                if (vec && c < N) {
+                    *reinterpret_cast<float4*>(p) = make_float4(v[0], v[1], v[2], v[3]);
+                } else {
 #pragma unroll
-                for (int j = 0; j < 4; j += LOAD_WIDTH) {
-                    if (c + j >= N) break;
-                    Piece out;
-#pragma unroll
-                    for (int i = 0; i < LOAD_WIDTH; ++i) at(out, i) = v[j + i];
-                    *reinterpret_cast<Piece*>(p + j) = out;
+                    for (int j = 0; j < 4; ++j)
+                        if (c + j < N) p[j] = v[j];
                 }
             }
         }

@@ -1,6 +1,6 @@
 """Fit gemm.dispatch's LOAD_WIDTH_RATES to tune measurements: python lab/scripts/fit_heuristic.py TUNE.json[.gz] [SEEDS]
 
-For each load width (the widest Variant.load_width allows the shape's fresh arrays), coordinate descent over each
+For each load width (gemm.dispatch.load_width of the shape), coordinate descent over each
 configuration's relative rate, maximising the mean log of (the model's choice ÷ cuBLAS) over the
 shapes of that width, among the candidates the heuristic may take and the tune measured. Prints
 the in-sample distribution, a leave-one-seed-out cross-validation when SEEDS (the
@@ -45,7 +45,7 @@ def load(path: Path) -> list[tuple]:
             if dispatch.worth_splitting(VARIANT, config, splits, m, n, SM_COUNT)
             and (config_name(config), splits) in measured
         ]
-        data.append(((m, n, k), VARIANT.load_width(k, n, ()), candidates, measured))
+        data.append(((m, n, k), dispatch.load_width(n, k), candidates, measured))
     return data
 
 
@@ -54,7 +54,7 @@ def chosen(data: list[tuple], rates_by_width: dict) -> list[float]:
     for (m, n, k), width, candidates, measured in data:
         rates = rates_by_width[width]
 
-        def modelled(candidate, rates=rates, m=m, n=n, k=k, width=width):
+        def modelled(candidate, rates=rates, m=m, n=n, k=k):
             config, splits = candidate
             dispatch.LOAD_WIDTH_RATES = {width: rates}
             return dispatch.predicted_seconds(VARIANT, config, splits, m, n, k, SM_COUNT, width)
@@ -108,10 +108,7 @@ def main(argv: list[str]) -> int:
     got = chosen(data, rates)
     print("in sample:", summary(got))
     for width in rates:
-        print(
-            f"  width {width}:",
-            summary([g for g, d in zip(got, data, strict=True) if d[1] == width]),
-        )
+        print(f"  width {width}:", summary([g for g, d in zip(got, data) if d[1] == width]))
     if len(argv) == 2:
         pooled = []
         for held in argv[1].split():
