@@ -20,7 +20,12 @@ sweep() {  # NAME TIMEOUT_S [report options...]
 [[ -n ${SKIP_SWEEPS:-} ]] || sweep grid "${GRID_S:-120}"
 [[ -n ${SKIP_SWEEPS:-} ]] || for seed in ${SEEDS:-7 11 13}; do sweep "random$seed" "${RANDOM_S:-100}" --random 40 --seed "$seed"; done
 if [[ -n ${PARENT:-} ]]; then
-    cases=$(for s in ${GATE_SHAPES:-}; do printf 'coarsened-%s,' "$s"; done)
+    # Case names as the gate gives them: a cube by its side ("coarsened-1536"); GATE_CASES adds
+    # cases of the gate's own shapes (e.g. coarsened-2049).
+    cases=$(for s in ${GATE_SHAPES:-}; do
+        IFS=x read -r m n k <<<"$s"
+        if [[ -z $n || ($m == "$n" && $n == "$k") ]]; then printf 'coarsened-%s,' "$m"; else printf 'coarsened-%s,' "$s"; fi
+    done)${GATE_CASES:+$GATE_CASES,}
     clone=$(mktemp -d)/gate; git clone -q . "$clone" && git -C "$clone" branch -f base "$PARENT"
     cp pyproject.toml "$out/pyproject.toml.orig"
     "$PY" - "${GATE_SHAPES:?GATE_SHAPES: the gate shapes, e.g. 599x2560x1912 343x439x13216}" <<'PYEOF'
