@@ -134,3 +134,39 @@ class TestMerge:
         other = {**document({}), "commit_hash": "d" * 40}
         with pytest.raises(ValueError, match="commit_hash"):
             shard.merge_results([document({}), other])
+
+
+class TestShareOfTracks:
+    """Each GPU's asv run is told its share's series, so the suite's setup_cache on that GPU
+    measures only the track figures that GPU stores."""
+
+    def test_each_run_gets_its_share_as_patterns(self, tmp_path, monkeypatch):
+        import json
+        import re
+        import types
+
+        from gemmbench.asv_process import BENCH_PATTERNS_ENV
+
+        series = shard.series_of(BENCHMARKS)
+        config = tmp_path / "asv.conf.json"
+        config.write_text(json.dumps({"version": 1, "repo": "."}))
+        (tmp_path / "home").mkdir()
+        monkeypatch.setattr(shard, "machine_file_path", lambda: tmp_path / "home" / "m.json")
+        (tmp_path / "home" / "m.json").write_text("{}")
+        seen = []
+
+        def together(runs, repo, machine_files):
+            seen.extend(runs)
+            return [0] * len(runs)
+
+        monkeypatch.setattr(shard, "run_asv_together", together)
+        opts = types.SimpleNamespace(
+            python="python3", machine="m", series=series, gpus=[A, B], config=config, asv_arg=[]
+        )
+        status = shard.run_sharded(opts, tmp_path, tmp_path, "0" * 40, {}, "c", lambda note: None)
+        assert status == 0 and len(seen) == 2
+        homes = shard.load_homes(tmp_path, "m")
+        for _args, env in seen:
+            patterns = json.loads(env[BENCH_PATTERNS_ENV])
+            mine = [s for s in series if homes[s] == env["CUDA_VISIBLE_DEVICES"]]
+            assert [s for s in series if any(re.search(p, s) for p in patterns)] == mine
