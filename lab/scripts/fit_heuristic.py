@@ -54,7 +54,7 @@ def chosen(data: list[tuple], rates_by_width: dict) -> list[float]:
     for (m, n, k), width, candidates, measured in data:
         rates = rates_by_width[width]
 
-        def modelled(candidate, rates=rates, m=m, n=n, k=k):
+        def modelled(candidate, rates=rates, m=m, n=n, k=k, width=width):
             config, splits = candidate
             dispatch.LOAD_WIDTH_RATES = {width: rates}
             return dispatch.predicted_seconds(VARIANT, config, splits, m, n, k, SM_COUNT, width)
@@ -108,7 +108,10 @@ def main(argv: list[str]) -> int:
     got = chosen(data, rates)
     print("in sample:", summary(got))
     for width in rates:
-        print(f"  width {width}:", summary([g for g, d in zip(got, data) if d[1] == width]))
+        print(
+            f"  width {width}:",
+            summary([g for g, d in zip(got, data, strict=True) if d[1] == width]),
+        )
     if len(argv) == 2:
         pooled = []
         for held in argv[1].split():
