@@ -153,23 +153,31 @@ def split_counts(variant: Variant, config: Config, k: int) -> tuple[int, ...]:
     )
 
 
+def heuristic_candidates(
+    variant: Variant, m: int, n: int, k: int, sm_count: int
+) -> list[tuple[Config, int]]:
+    """Every (configuration, split count) the heuristic weighs for (M, N, K): each registered
+    configuration with each of ``split_counts`` that is ``worth_splitting``, in registry order,
+    fewer splits first."""
+    return [
+        (config, splits)
+        for config in variant.configs
+        for splits in split_counts(variant, config, k)
+        if worth_splitting(variant, config, splits, m, n, sm_count)
+    ]
+
+
 def heuristic(variant: Variant, m: int, n: int, k: int, sm_count: int, width: int = 4) -> Choice:
-    """The documented fallback rule (docs/tuning.md): of every registered configuration, unsplit
-    or split where ``worth_splitting`` (slices of at least MIN_SLICE_K), the one whose modelled
-    time (``predicted_seconds`` with loads ``width`` floats wide) is least; ties go to the
-    earlier in the registry."""
+    """The documented fallback rule (docs/tuning.md): of ``heuristic_candidates``, the one whose
+    modelled time (``predicted_seconds`` with loads ``width`` floats wide) is least; ties go to
+    the earlier in the registry, then to fewer splits."""
     if min(m, n, k) <= 0:
         return Choice(variant.config, 1, "heuristic")  # nothing to launch
-    best = None
-    for order, config in enumerate(variant.configs):
-        for splits in split_counts(variant, config, k):
-            if not worth_splitting(variant, config, splits, m, n, sm_count):
-                continue
-            seconds = predicted_seconds(variant, config, splits, m, n, k, sm_count, width)
-            score = (seconds, order, splits)
-            if best is None or score < best[0]:
-                best = (score, config, splits)
-    return Choice(best[1], best[2], "heuristic")
+    config, splits = min(
+        heuristic_candidates(variant, m, n, k, sm_count),
+        key=lambda c: predicted_seconds(variant, c[0], c[1], m, n, k, sm_count, width),
+    )
+    return Choice(config, splits, "heuristic")
 
 
 def table_for(gpu: Gpu, tables: Mapping = TABLES) -> tuple[str, Mapping] | None:

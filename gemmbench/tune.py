@@ -49,11 +49,9 @@ def candidates(variant: Variant, m: int, n: int, k: int, sm_count: int) -> list[
     a table entry must beat what the GPU would run without it."""
     guess = dispatch.heuristic(variant, m, n, k, sm_count, dispatch.load_width(n, k))
     found = [(guess.config, guess.splits)]
-    for config in variant.configs:
-        for splits in dispatch.split_counts(variant, config, k):
-            wanted = dispatch.worth_splitting(variant, config, splits, m, n, sm_count)
-            if wanted and (config, splits) not in found:
-                found.append((config, splits))
+    for candidate in dispatch.heuristic_candidates(variant, m, n, k, sm_count):
+        if candidate not in found:
+            found.append(candidate)
     return found
 
 

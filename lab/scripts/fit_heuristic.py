@@ -40,10 +40,8 @@ def load(path: Path) -> list[tuple]:
     for (m, n, k), measured in by_shape.items():
         candidates = [
             (config, splits)
-            for config in VARIANT.configs
-            for splits in dispatch.split_counts(VARIANT, config, k)
-            if dispatch.worth_splitting(VARIANT, config, splits, m, n, SM_COUNT)
-            and (config_name(config), splits) in measured
+            for config, splits in dispatch.heuristic_candidates(VARIANT, m, n, k, SM_COUNT)
+            if (config_name(config), splits) in measured
         ]
         data.append(((m, n, k), dispatch.load_width(n, k), candidates, measured))
     return data
