@@ -15,6 +15,13 @@ from pathlib import Path
 BENCH_PATTERNS_ENV = "GEMMBENCH_BENCH_PATTERNS"
 
 
+def series_name(benchmark: str, param_reprs) -> str:
+    """One series as asv's --bench matches it: the benchmark's name and its parameters' reprs,
+    e.g. ``bench_gemm.Gemm.time_gemm('tiled', '4096x4096x4096')``; the bare name without any."""
+    param_reprs = list(param_reprs)
+    return f"{benchmark}({', '.join(param_reprs)})" if param_reprs else benchmark
+
+
 def machine_file_path() -> Path:
     """asv's machine file, ~/.asv-machine.json, where every asv run looks up its machine."""
     return Path(os.path.expanduser("~/.asv-machine.json"))

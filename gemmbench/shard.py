@@ -17,6 +17,7 @@ from gemmbench.asv_process import (
     machine_file_path,
     run_asv,
     run_asv_together,
+    series_name,
 )
 from gemmbench.history_install import log
 
@@ -41,10 +42,7 @@ def series_of(benchmarks: Mapping[str, object]) -> list[str]:
         if name == "version" or not isinstance(info, Mapping):
             continue
         params = info.get("params") or []
-        if params:
-            names += [f"{name}({', '.join(combo)})" for combo in itertools.product(*params)]
-        else:
-            names.append(name)
+        names += [series_name(name, combo) for combo in itertools.product(*params)]
     return sorted(names)
 
 

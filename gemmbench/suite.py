@@ -151,6 +151,11 @@ def _write_run_log() -> None:
 # --- the track figures, once per commit ------------------------------------------------------
 
 
+def every_pair() -> list[tuple[str, str]]:
+    """Each (variant, shape label) of the suite, shape by shape."""
+    return [(variant, label) for label in SHAPES for variant in VARIANT_NAMES]
+
+
 def selected_pairs(benchmark_prefix: str, patterns: list[str] | None = None) -> list[tuple]:
     """The (variant, shape) pairs with a track series that ``patterns`` (asv --bench regexes,
     default BENCH_PATTERNS_ENV's) select, matched as asv matches them: against the benchmark's
@@ -158,7 +163,7 @@ def selected_pairs(benchmark_prefix: str, patterns: list[str] | None = None) -> 
     ``bench_gemm.Gemm.track_tflops('naive', '1024x1024x1024')``."""
     if patterns is None:
         patterns = json.loads(os.environ.get(BENCH_PATTERNS_ENV) or "[]")
-    pairs = [(variant, label) for label in SHAPES for variant in VARIANT_NAMES]
+    pairs = every_pair()
     if not patterns:
         return pairs
     compiled = [re.compile(p) for p in patterns]
@@ -166,7 +171,7 @@ def selected_pairs(benchmark_prefix: str, patterns: list[str] | None = None) -> 
     for variant, label in pairs:
         for track in TRACKS:
             name = f"{benchmark_prefix}.{track}"
-            series = f"{name}({variant!r}, {label!r})"
+            series = asv_process.series_name(name, (repr(variant), repr(label)))
             if any(c.search(name) or c.search(series) for c in compiled):
                 chosen.append((variant, label))
                 break
@@ -193,7 +198,7 @@ def measure_tracks(pairs: list[tuple] | None = None) -> dict:
     timer = get_timer()
     figures: dict = {}
     if pairs is None:
-        pairs = [(variant, label) for label in SHAPES for variant in VARIANT_NAMES]
+        pairs = every_pair()
     for label in SHAPES:
         variants = [v for v in VARIANT_NAMES if (v, label) in pairs]
         if not variants:
