@@ -43,12 +43,8 @@ PROG = "python -m gemmbench bisect"
 ATTEMPTS = 2  # an inconclusive gate is run once more before bisect gives up (exit 3)
 
 
-class Refused(Exception):
+class Refused(exitcodes.CommandStop):
     """Bisect stops: ``code`` from the exit-code table, the message one line on stderr."""
-
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__(message)
-        self.code = code
 
 
 @dataclass

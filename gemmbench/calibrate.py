@@ -44,12 +44,8 @@ DEFAULT_BUDGET_S = 60.0
 TARGET_SLOWDOWN = 0.02
 
 
-class CalibrationError(Exception):
+class CalibrationError(exitcodes.CommandStop):
     """A run could not be used: carries the exit code and the reason."""
-
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__(message)
-        self.code = code
 
 
 @dataclass

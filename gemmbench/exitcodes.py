@@ -11,6 +11,15 @@ IDENTITY_MISMATCH = 5
 INTERRUPTED = 130
 TERMINATED = 143
 
+
+class CommandStop(Exception):
+    """A command stops with ``code`` from this table; the message is its one line on stderr."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
 # code -> (name, meaning): what a workflow step reading the code may rely on, for every command.
 TABLE: dict[int, tuple[str, str]] = {
     OK: ("ok", "the command did what it was asked and found nothing wrong"),
