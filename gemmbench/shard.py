@@ -301,19 +301,18 @@ def run_sharded(
                     "time": time.time(),
                 }
             )
+            patterns = bench_patterns(share)
             args = [
                 "run",
                 "--config",
                 str(shard_config(opts.config, folder)),
                 *common,
                 "--record-samples",
-                *(f"--bench={p}" for p in bench_patterns(share)),
+                *(f"--bench={p}" for p in patterns),
                 *opts.asv_arg,
             ]
-            patterns = json.dumps(bench_patterns(share))
-            runs.append(
-                (args, dict(env, CUDA_VISIBLE_DEVICES=uuid, **{BENCH_PATTERNS_ENV: patterns}))
-            )
+            selection = {BENCH_PATTERNS_ENV: json.dumps(patterns)}  # the suite's setup_cache
+            runs.append((args, dict(env, CUDA_VISIBLE_DEVICES=uuid, **selection)))
             machine_files.append(folder.parent / f"{folder.name}.asv-machine.json")
             shutil.copyfile(machine_file_path(), machine_files[-1])
         log(f"{label}: {len(series)} series on {len(runs)} GPUs at once ({', '.join(shares)})")
