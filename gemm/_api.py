@@ -107,7 +107,6 @@ def matmul(
     out=None,
     config: Mapping[str, int] | None = None,
     splits: int | None = None,
-    pad: bool | None = None,
 ):
     """C = A·B for float32 CuPy matrices A (M×K) and B (K×N), with the named variant.
 
@@ -116,20 +115,13 @@ def matmul(
     K-split count for this shape and GPU (``gemm.dispatch``); ``config`` forces the variant's
     compile-time constants (see ``gemm.VARIANTS``), unsplit unless ``splits`` says otherwise, and
     ``splits`` forces the number of K-slices (summed in a fixed order, so results repeat bit for
-    bit). ``pad`` True runs the kernel on copies of A and B zero-padded to N and K rounded up to
-    4, on 16-byte boundaries, so that coarsened loads float4s whatever the shape, and copies C
-    back; without ``config`` the dispatch decides, and with it ``pad`` is False unless given.
-    Inputs need not be contiguous (a transposed view is copied first). Raises TypeError or
+    bit). Inputs need not be contiguous (a transposed view is copied first). Raises TypeError or
     ValueError on a bad argument, a configuration that breaks a kernel constraint or a CUDA
     limit, and NoDeviceError without a usable GPU, all before any launch.
     """
     chosen = get_variant(variant)
     settings = chosen.resolve(config)
     _check_splits(chosen, splits)
-    if pad is not None and not isinstance(pad, bool):
-        raise ValueError(f"pad must be True, False or None, got {pad!r}")
-    if pad and chosen.is_library:
-        raise ValueError(f"variant {chosen.name!r} reads its operands as given; pad is for kernels")
     _require_device()
     import cupy
 
@@ -184,55 +176,29 @@ def matmul(
         aligned = all(x.data.ptr % 16 == 0 for x in (a, b, out))
         choice = dispatch.choose(chosen, m, n, k, dispatch.current_gpu(), aligned)
         settings, count = choice.config, choice.splits if splits is None else splits
-        pad = choice.padded if pad is None else pad
     else:
         count = splits or 1
-    if not pad:
-        _launch(chosen, settings, count, a, b, out, m, n, k)
-        return out
-    # Padded: zero columns of A and rows of B past K add nothing; columns of C past N are dropped.
-    n_run, k_run = dispatch.padded_size(n), dispatch.padded_size(k)
-    c_run = out if n_run == n and out.data.ptr % 16 == 0 else cupy.empty((m, n_run), cupy.float32)
-    a_run, b_run = _aligned_copy(a, m, k_run, cupy), _aligned_copy(b, k_run, n_run, cupy)
-    _launch(chosen, settings, count, a_run, b_run, c_run, m, n_run, k_run)
-    if c_run is not out:
-        out[...] = c_run[:, :n]
-    return out
-
-
-def _aligned_copy(x, rows: int, cols: int, cupy):
-    """``x`` (C-contiguous) itself where it is already rows×cols on a 16-byte boundary, else a copy
-    of it in the top-left corner of a zeroed rows×cols matrix, whose rows all start aligned."""
-    if x.shape == (rows, cols) and x.data.ptr % 16 == 0:
-        return x
-    padded = cupy.empty((rows, cols), dtype=cupy.float32)
-    used_rows, used_cols = x.shape
-    padded[:used_rows, :used_cols] = x
-    if used_cols < cols:
-        padded[:used_rows, used_cols:] = 0
-    if used_rows < rows:
-        padded[used_rows:] = 0
-    return padded
-
-
-def _launch(chosen, settings, count, a, b, out, m: int, n: int, k: int) -> None:
-    """Run the variant's kernel with ``count`` K-slices (split-K's sum pass included)."""
-    import cupy
-
     count = dispatch.effective_splits(chosen, settings, k, count)
     dims = (numpy.int32(m), numpy.int32(n), numpy.int32(k))
     kernel = get_kernel(chosen, settings)
     if count == 1 and chosen.row_chunks:
         for first, rows in _row_chunks(chosen, settings, m):
-            rows_of = (a[first : first + rows], b, out[first : first + rows], numpy.int32(rows))
             kernel(
-                _grid(chosen, settings, rows, n), chosen.threads(settings), (*rows_of, *dims[1:])
+                _grid(chosen, settings, rows, n),
+                chosen.threads(settings),
+                (
+                    a[first : first + rows],
+                    b,
+                    out[first : first + rows],
+                    numpy.int32(rows),
+                    *dims[1:],
+                ),
             )
-        return
+        return out
     grid = _grid(chosen, settings, m, n, count)
     if count == 1:
         kernel(grid, chosen.threads(settings), (a, b, out, *dims))
-        return
+        return out
     # Split-K: each slice's partial C into the workspace, then one pass adds them in order.
     workspace = cupy.empty((count, m, n), dtype=cupy.float32)
     kernel(grid, chosen.threads(settings), (a, b, workspace, *dims))
@@ -243,3 +209,4 @@ def _launch(chosen, settings, count, a, b, out, m: int, n: int, k: int) -> None:
         (_SUM_THREADS, 1, 1),
         (workspace, out, numpy.int64(total), numpy.int32(count)),
     )
+    return out

@@ -18,10 +18,6 @@ from .variants import VARIANTS, Config, Variant, config_name
 # shape). A configuration without a fitted rate gets (tile area / 128·256) **
 # TILE_EFFICIENCY_EXPONENT. Split-K adds a launch and a pass over the workspace, and is only
 # considered while the unsplit tiles leave multiprocessors idle, up to two waves of blocks.
-# A shape whose loads would be one float wide may instead run padded (``padding_seconds``): its
-# operands copied into zeroed buffers with N and K rounded up to 4, so that the kernel loads
-# float4s, and C copied back. SCALAR_LOADS_SPEED, the best one-float configuration's speed
-# relative to the best float4 one, weighs the two; it was fitted on the same 120 shapes.
 LOAD_WIDTH_RATES = {
     4: {
         "BM128-BN256-BK8-WM64-WN64-TM8-TN16-MIN_BLOCKS1-PREFETCH1-UNROLL2": 1.0,
@@ -47,9 +43,8 @@ LOAD_WIDTH_RATES = {
 TILE_EFFICIENCY_EXPONENT = 0.05
 REFERENCE_TILE_AREA = 128 * 256
 SM_FLOPS = 50e12 / 132  # one multiprocessor's float32 rate, about a Hopper's; only ratios matter
-SCALAR_LOADS_SPEED = 0.85
-PASS_LAUNCH_S = 3e-6  # one more launch: split-K's sum pass, or one copy of padding
-PASS_BYTES_PER_S = 3e12  # a pass over memory: the sum reads each slice and writes C once
+SPLIT_LAUNCH_S = 3e-6  # the extra launch of the sum pass
+SPLIT_BYTES_PER_S = 3e12  # the sum pass reads each slice and writes C once
 # K is split into at most MAX_SPLITS slices, each at least MIN_SLICE_K deep.
 SPLIT_CANDIDATES = (1, 2, 3, 4, 6, 8, 12, 16)
 MIN_SLICE_K = 128
@@ -72,11 +67,9 @@ class Choice:
     config: Config
     splits: int
     source: str  # "table", "table of the <GPU>", "heuristic" or "forced"
-    padded: bool = False  # run at (M, N↑4, K↑4) on zero-padded copies (``padding_seconds``)
 
     def __str__(self) -> str:
-        padded = ", padded" if self.padded else ""
-        return f"{config_name(self.config)} × {self.splits} split(s){padded} ({self.source})"
+        return f"{config_name(self.config)} × {self.splits} split(s) ({self.source})"
 
 
 def shape_class(m: int, n: int, k: int, aligned: bool = True) -> str:
@@ -92,28 +85,6 @@ def load_width(n: int, k: int, aligned: bool = True) -> int:
     """Floats per global load of the tiles: 4 where every row start is 16-byte aligned (N and K
     multiples of 4, ``aligned`` operands), else 1."""
     return 4 if n % 4 == 0 and k % 4 == 0 and aligned else 1
-
-
-def padded_size(size: int) -> int:
-    """``size`` rounded up to a multiple of 4 floats: a row of that many starts 16-byte aligned."""
-    return -(-size // 4) * 4
-
-
-def padding_seconds(m: int, n: int, k: int, aligned: bool = True) -> float:
-    """The model's cost of running (M, N, K) padded: A copied to M×K↑4 when K is unaligned, B to
-    K↑4×N↑4 when N or K is, and C back from M×N↑4 when N is (all three for an operand off a
-    16-byte boundary, ``aligned`` False); each copy a launch and a pass over memory."""
-    n4, k4 = padded_size(n), padded_size(k)
-    copies = [
-        floats
-        for floats, needed in (
-            (m * k + m * k4, k4 != k),
-            (k * n + k4 * n4, k4 != k or n4 != n),
-            (m * n4 + m * n, n4 != n),
-        )
-        if needed or not aligned
-    ]
-    return sum(PASS_LAUNCH_S + 4 * floats / PASS_BYTES_PER_S for floats in copies)
 
 
 def blocks(variant: Variant, config: Config, m: int, n: int) -> int:
@@ -154,11 +125,9 @@ def predicted_seconds(
     relative = rates.get(config_name(config))
     if relative is None:
         relative = (tile_m * tile_n / REFERENCE_TILE_AREA) ** TILE_EFFICIENCY_EXPONENT
-    if width < 4:
-        relative *= SCALAR_LOADS_SPEED
     seconds = waves * resident * 2.0 * tile_m * tile_n * -(-k // splits) / (SM_FLOPS * relative)
     if splits > 1:
-        seconds += PASS_LAUNCH_S + splits * m * n * 4 * 2 / PASS_BYTES_PER_S
+        seconds += SPLIT_LAUNCH_S + splits * m * n * 4 * 2 / SPLIT_BYTES_PER_S
     return seconds
 
 
@@ -269,23 +238,7 @@ def _choose_registered(
 ) -> Choice:
     variant = VARIANTS[name]
     tuned = from_table(variant, m, n, k, gpu, aligned=aligned) if use_table else None
-    return tuned or padded_or_not(variant, m, n, k, gpu.sm_count, aligned)
-
-
-def padded_or_not(variant: Variant, m: int, n: int, k: int, sm_count: int, aligned: bool) -> Choice:
-    """The heuristic's choice for (M, N, K); where its loads would be one float wide, the faster
-    in the model of that choice and the padded shape's plus ``padding_seconds``."""
-    width = load_width(n, k, aligned)
-    direct = heuristic(variant, m, n, k, sm_count, width)
-    if width == 4 or min(m, n, k) <= 0:
-        return direct
-    n4, k4 = padded_size(n), padded_size(k)
-    padded = heuristic(variant, m, n4, k4, sm_count)
-    direct_s = predicted_seconds(variant, direct.config, direct.splits, m, n, k, sm_count, width)
-    padded_s = predicted_seconds(variant, padded.config, padded.splits, m, n4, k4, sm_count)
-    if padded_s + padding_seconds(m, n, k, aligned) < direct_s:
-        return Choice(padded.config, padded.splits, padded.source, padded=True)
-    return direct
+    return tuned or heuristic(variant, m, n, k, gpu.sm_count, load_width(n, k, aligned))
 
 
 @functools.cache

@@ -155,8 +155,6 @@ def prepare(
             use_table=dispatch == "table",
         )
         options = {**options, "config": choice.config, "splits": choice.splits}
-        if getattr(choice, "padded", False):
-            options["pad"] = True
     a, b = inputs(m, n, k)
     history_phases.mark("inputs")  # a history process's phase line (a no-op's cost elsewhere)
     out = cupy.full((m, n), cupy.nan, dtype=cupy.float32)  # poison: unwritten elements stay NaN

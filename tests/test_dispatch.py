@@ -69,8 +69,7 @@ class TestHeuristic:
                 width: dispatch.predicted_seconds(COARSENED, config, 1, *shape, 132, width)
                 for width in dispatch.LOAD_WIDTH_RATES
             }
-            speed = {w: 1.0 if w == 4 else dispatch.SCALAR_LOADS_SPEED for w in times}
-            rates = {w: dispatch.LOAD_WIDTH_RATES[w][config_name(config)] * speed[w] for w in times}
+            rates = {w: dispatch.LOAD_WIDTH_RATES[w][config_name(config)] for w in times}
             for a in times:
                 for b in times:
                     assert times[a] * rates[a] == pytest.approx(times[b] * rates[b])
@@ -87,77 +86,6 @@ class TestHeuristic:
             * saved[4][config_name(DEFAULT)]
             / rule
         )
-
-    def test_padding_copies_only_the_unaligned_operands(self):
-        """K off a multiple of 4 copies A and B, N off it B and C; an operand off a 16-byte
-        boundary copies all three; an aligned shape copies nothing."""
-        m, n, k = 1000, 2000, 3000
-        one = dispatch.PASS_LAUNCH_S
-        per_float = 4 / dispatch.PASS_BYTES_PER_S
-        a_copy, c_copy = one + per_float * 2 * m * k, one + per_float * 2 * m * n
-        assert dispatch.padding_seconds(m, n, k) == 0
-        assert dispatch.padding_seconds(m, n, k, aligned=False) == pytest.approx(
-            a_copy + (one + per_float * 2 * k * n) + c_copy
-        )
-        k_off = dispatch.padding_seconds(m, n, k + 1)
-        assert k_off == pytest.approx(
-            2 * one + per_float * (m * (k + 1) + m * (k + 4) + (k + 1) * n + (k + 4) * n)
-        )
-        n_off = dispatch.padding_seconds(m, n + 1, k)
-        assert n_off == pytest.approx(
-            2 * one + per_float * (k * (n + 1) + k * (n + 4) + m * (n + 4) + m * (n + 1))
-        )
-
-    def test_padded_when_the_model_says_it_pays(self):
-        """An unaligned shape runs padded exactly when the padded shape's modelled time plus
-        its copies is under the one-float loads' time; large shapes pay for their copies, and a
-        deep K with a thin M·N does not."""
-
-        def both(shape):
-            m, n, k = shape
-            direct = heuristic(COARSENED, m, n, k, 132, 1)
-            padded = heuristic(COARSENED, m, dispatch.padded_size(n), dispatch.padded_size(k), 132)
-            return (
-                dispatch.predicted_seconds(COARSENED, direct.config, direct.splits, *shape, 132, 1),
-                dispatch.predicted_seconds(
-                    COARSENED,
-                    padded.config,
-                    padded.splits,
-                    m,
-                    dispatch.padded_size(n),
-                    dispatch.padded_size(k),
-                    132,
-                )
-                + dispatch.padding_seconds(*shape),
-            )
-
-        seen = set()
-        for shape in [
-            (4097, 4097, 4097),
-            (2049, 2049, 2049),
-            (8192, 4095, 1024),
-            (300, 260, 16383),
-            (257, 257, 257),
-            (64, 65, 30001),
-            (5000, 3000, 2001),
-        ]:
-            choice = dispatch.padded_or_not(COARSENED, *shape, 132, True)
-            direct_s, padded_s = both(shape)
-            assert choice.padded == (padded_s < direct_s), shape
-            seen.add(choice.padded)
-        assert dispatch.padded_or_not(COARSENED, 4097, 4097, 4097, 132, True).padded
-        assert seen == {True, False}
-        aligned = dispatch.padded_or_not(COARSENED, 4096, 4096, 4096, 132, True)
-        assert not aligned.padded and aligned == heuristic(COARSENED, 4096, 4096, 4096, 132)
-
-    def test_padded_choice_is_the_padded_shape_heuristic(self):
-        """A padded choice is what the heuristic picks for (M, N↑4, K↑4) with float4 loads, and
-        says so when printed."""
-        choice = dispatch.padded_or_not(COARSENED, 4097, 4097, 4097, 132, True)
-        expected = heuristic(COARSENED, 4097, 4100, 4100, 132)
-        assert (choice.config, choice.splits) == (expected.config, expected.splits)
-        assert ", padded (heuristic)" in str(choice)
-        assert "padded" not in str(heuristic(COARSENED, 4096, 4096, 4096, 132))
 
     def test_big_square_takes_the_largest_tile_unsplit(self):
         """Many waves of tiles: the largest tile (most reuse), no split."""

@@ -136,14 +136,12 @@ UNALIGNED = [
 
 
 @gpu
-@pytest.mark.parametrize("pad", [False, True], ids=["direct", "padded"])
 @pytest.mark.parametrize("config", VARIANTS["coarsened"].configs, ids=config_name)
 @pytest.mark.parametrize(("m", "n", "k", "a_offset", "b_offset", "splits"), UNALIGNED)
-def test_unaligned_operands(pad, config, m, n, k, a_offset, b_offset, splits, rng):
-    """N or K off a multiple of 4, or A or B an offset view, with and without split-K, read
-    directly or through padded copies: every configuration is right and writes every element.
-    Each view ends where its allocation ends, so compute-sanitizer (memory pool off) reports any
-    read past the operand's first or last float."""
+def test_unaligned_operands(config, m, n, k, a_offset, b_offset, splits, rng):
+    """N or K off a multiple of 4, or A or B an offset view, with and without split-K: every
+    configuration is right and writes every element. Each view ends where its allocation ends, so
+    compute-sanitizer (memory pool off) reports any read past the operand's first or last float."""
     import cupy
 
     def view(rows, cols, offset):
@@ -153,28 +151,8 @@ def test_unaligned_operands(pad, config, m, n, k, a_offset, b_offset, splits, rn
         return operand
 
     a, b = view(m, k, a_offset), view(k, n, b_offset)
-    c = matmul(
-        a, b, variant="coarsened", config=dict(config), splits=splits, pad=pad, out=poisoned(m, n)
-    )
+    c = matmul(a, b, variant="coarsened", config=dict(config), splits=splits, out=poisoned(m, n))
     check(c, a, b)
-
-
-@gpu
-@pytest.mark.parametrize("splits", [None, 1, 3])
-@pytest.mark.parametrize("shape", [(131, 129, 1029), (300, 257, 4100), (129, 260, 1030)])
-def test_padded_into_offset_out(shape, splits, rng):
-    """Padded, C is copied back into an ``out`` that is itself off a 16-byte boundary: every
-    element written, right, and not one float on either side of it touched."""
-    import cupy
-
-    m, n, k = shape
-    a = rng.standard_normal((m, k), dtype=cupy.float32)
-    b = rng.standard_normal((k, n), dtype=cupy.float32)
-    flat = cupy.full(m * n + 2, cupy.nan, dtype=cupy.float32)
-    out = flat[1 : 1 + m * n].reshape(m, n)
-    assert matmul(a, b, out=out, pad=True, splits=splits) is out
-    check(out, a, b)
-    assert bool(cupy.isnan(flat[0])) and bool(cupy.isnan(flat[-1]))
 
 
 @gpu
@@ -379,19 +357,6 @@ class TestBadInput:
         """An unknown variant is refused before anything touches the GPU."""
         with pytest.raises(ValueError, match="unknown GEMM variant 'fastest'"):
             matmul(None, None, variant="fastest")
-
-    @pytest.mark.parametrize(
-        ("variant", "pad", "message"),
-        [
-            ("coarsened", "yes", "pad must be True, False or None, got 'yes'"),
-            ("coarsened", 1, "pad must be True, False or None, got 1"),
-            ("cublas", True, "variant 'cublas' reads its operands as given"),
-        ],
-    )
-    def test_bad_pad(self, variant, pad, message):
-        """``pad`` is a bool, and only for the kernels; refused before anything touches the GPU."""
-        with pytest.raises(ValueError, match=message):
-            matmul(None, None, variant=variant, pad=pad)
 
     def test_no_device(self):
         """Without a usable GPU, matmul raises NoDeviceError saying so."""
