@@ -16,8 +16,10 @@ from .variants import VARIANTS, Config, Variant, config_name
 # wide its loads can be (LOAD_WIDTH_RATES, by floats per load); these were fitted to 120 random
 # shapes tuned on the H200 (the rates that make the model's choice fastest there, over every
 # shape). A configuration without a fitted rate gets (tile area / 128·256) **
-# TILE_EFFICIENCY_EXPONENT. Split-K adds a launch and a pass over the workspace, and is only
-# considered while the unsplit tiles leave multiprocessors idle, up to two waves of blocks.
+# TILE_EFFICIENCY_EXPONENT. Split-K adds a launch and a pass over the workspace, and is weighed on
+# any grid up to MAX_SPLIT_WAVES waves of resident blocks: a grid of 1.3 waves split three ways
+# fills four (on the same 120 shapes, choosing among such splits beat splitting only grids under
+# one wave).
 LOAD_WIDTH_RATES = {
     4: {
         "BM128-BN256-BK8-WM64-WN64-TM8-TN16-MIN_BLOCKS1-PREFETCH1-UNROLL2": 1.0,
@@ -48,6 +50,7 @@ SPLIT_BYTES_PER_S = 3e12  # the sum pass reads each slice and writes C once
 # K is split into at most MAX_SPLITS slices, each at least MIN_SLICE_K deep.
 SPLIT_CANDIDATES = (1, 2, 3, 4, 6, 8, 12, 16)
 MIN_SLICE_K = 128
+MAX_SPLIT_WAVES = 4
 MAX_SPLITS = SPLIT_CANDIDATES[-1]
 
 
@@ -134,10 +137,10 @@ def predicted_seconds(
 def worth_splitting(
     variant: Variant, config: Config, splits: int, m: int, n: int, sm_count: int
 ) -> bool:
-    """Whether ``splits`` is a candidate for ``config``: unsplit always, split only while the
-    unsplit tiles leave multiprocessors idle, and to at most two waves of blocks."""
-    tiles = blocks(variant, config, m, n)
-    return splits == 1 or (tiles < sm_count and tiles * splits <= 2 * sm_count)
+    """Whether ``splits`` is a candidate for ``config``: unsplit always, split to at most
+    MAX_SPLIT_WAVES waves of resident blocks."""
+    wave = sm_count * variant.resident_blocks(config)
+    return splits == 1 or blocks(variant, config, m, n) * splits <= MAX_SPLIT_WAVES * wave
 
 
 def split_counts(variant: Variant, config: Config, k: int) -> tuple[int, ...]:

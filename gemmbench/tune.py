@@ -5,9 +5,9 @@
     python -m gemmbench tune --repick JSON [--tuned TEXT] [--repeat N] [--warmup N]
 
 Each SHAPE (N or MxNxK; default the asv suite's shapes and 8192³) is measured for every candidate
-(each registered configuration of each dispatching variant, and K-splits where its tiles leave
-multiprocessors idle), with cuBLAS as the yardstick, through gemmbench.measure, the path every
-other tool measures through: its seeded inputs, its check (one launch into a NaN-poisoned output
+(each registered configuration of each dispatching variant, with the K-splits the dispatch
+weighs), with cuBLAS as the yardstick, through gemmbench.measure, the path every other tool
+measures through: its seeded inputs, its check (one launch into a NaN-poisoned output
 against the float64 product, bound ``measure.error_bound(K)``; the reference is computed once per
 shape) and its DeviceTimer, its L2 cold (``measure.L2_POLICY``). A candidate that fails
 the check is not timed, is marked WRONG and never wins. For each shape class the candidate with
@@ -44,9 +44,9 @@ L2_POLICY = measure.L2_POLICY
 
 
 def candidates(variant: Variant, m: int, n: int, k: int, sm_count: int) -> list[tuple[Config, int]]:
-    """The heuristic's own choice, every registered configuration unsplit, and split where its
-    grid is under one wave (the dispatch's split counts, kept to at most two waves of blocks):
-    a table entry must beat what the GPU would run without it."""
+    """The heuristic's own choice and every candidate it weighs (``heuristic_candidates``): each
+    registered configuration unsplit, and split to at most MAX_SPLIT_WAVES waves of blocks; a
+    table entry must beat what the GPU would run without it."""
     guess = dispatch.heuristic(variant, m, n, k, sm_count, dispatch.load_width(n, k))
     found = [(guess.config, guess.splits)]
     for candidate in dispatch.heuristic_candidates(variant, m, n, k, sm_count):

@@ -52,13 +52,18 @@ class TestHeuristic:
                     other = dispatch.predicted_seconds(COARSENED, config, splits, *shape, 132)
                     assert best <= other, (shape, config_name(config), splits)
 
-    def test_split_only_while_tiles_leave_multiprocessors_idle(self):
-        """A grid of at least one wave of tiles is never split; a smaller one at most to two
-        waves of blocks."""
+    def test_split_to_at_most_four_waves(self):
+        """A split never takes a grid past MAX_SPLIT_WAVES waves of resident blocks; a deep K
+        whose grid is just over one wave (a part-filled second wave) is split all the same."""
         for shape in [(4096, 4096, 4096), (1024, 1024, 16384), (300, 900, 20000), (8192, 64, 8192)]:
             choice = heuristic(COARSENED, *shape, 132)
             tiles = dispatch.blocks(COARSENED, choice.config, *shape[:2])
-            assert choice.splits == 1 or (tiles < 132 and tiles * choice.splits <= 264), shape
+            wave = 132 * COARSENED.resident_blocks(choice.config)
+            assert choice.splits == 1 or tiles * choice.splits <= 4 * wave, shape
+        deep = heuristic(COARSENED, 11230, 480, 12421, 132)
+        assert deep.splits > 1
+        assert dispatch.blocks(COARSENED, deep.config, 11230, 480) > 132
+        assert not dispatch.worth_splitting(COARSENED, DEFAULT, 2, 8192, 8192, 132)
 
     def test_rates_follow_the_load_width(self):
         """The model's rate of a configuration is the fitted one for the load width, and a

@@ -23,13 +23,15 @@ COARSENED = VARIANTS["coarsened"]
 class TestCandidates:
     """Tests for tune.candidates."""
 
-    def test_splits_only_under_a_wave(self):
-        """A grid that fills the GPU is tried unsplit only; a small grid also split, within two waves."""
+    def test_splits_within_four_waves(self):
+        """A grid of over four waves is tried unsplit only; a smaller one also split, to at most
+        four waves of resident blocks."""
         big = tune.candidates(COARSENED, 8192, 8192, 8192, 132)
         assert {s for _, s in big} == {1} and len(big) == len(COARSENED.configs)
         deep = tune.candidates(COARSENED, 1024, 1024, 16384, 132)
         for config, splits in deep:
-            assert dispatch.blocks(COARSENED, config, 1024, 1024) * splits <= 2 * 132
+            wave = 132 * COARSENED.resident_blocks(config)
+            assert dispatch.blocks(COARSENED, config, 1024, 1024) * splits <= 4 * wave
         assert (COARSENED.config, 3) in deep
 
     def test_every_configuration_tried(self):
