@@ -16,10 +16,9 @@ from .variants import VARIANTS, Config, Variant, config_name
 # wide its loads can be (LOAD_WIDTH_RATES, by floats per load); these were fitted to 120 random
 # shapes tuned on the H200 (the rates that make the model's choice fastest there, over every
 # shape). A configuration without a fitted rate gets (tile area / 128·256) **
-# TILE_EFFICIENCY_EXPONENT. Split-K adds a launch and a pass over the workspace, and is weighed on
-# any grid up to MAX_SPLIT_WAVES waves of resident blocks: a grid of 1.3 waves split three ways
-# fills four (on the same 120 shapes, choosing among such splits beat splitting only grids under
-# one wave).
+# TILE_EFFICIENCY_EXPONENT. Split-K adds a launch and a pass over the workspace, and is weighed
+# up to MAX_SPLIT_WAVES waves of resident blocks, on a full grid where K is deep: 1.3 waves of
+# tiles split three ways fill four (``worth_splitting``; lab/performance-log.md, runs 47–49).
 LOAD_WIDTH_RATES = {
     4: {
         "BM128-BN256-BK8-WM64-WN64-TM8-TN16-MIN_BLOCKS1-PREFETCH1-UNROLL2": 1.0,
@@ -135,12 +134,17 @@ def predicted_seconds(
 
 
 def worth_splitting(
-    variant: Variant, config: Config, splits: int, m: int, n: int, sm_count: int
+    variant: Variant, config: Config, splits: int, m: int, n: int, k: int, sm_count: int
 ) -> bool:
-    """Whether ``splits`` is a candidate for ``config``: unsplit always, split to at most
-    MAX_SPLIT_WAVES waves of resident blocks."""
-    wave = sm_count * variant.resident_blocks(config)
-    return splits == 1 or blocks(variant, config, m, n) * splits <= MAX_SPLIT_WAVES * wave
+    """Whether ``splits`` is a candidate for ``config``: unsplit always; split to at most
+    MAX_SPLIT_WAVES waves of resident blocks, and a grid of a wave of tiles or more only where K
+    is deeper than M and N (there a split cuts a long walk; on a cube it only adds blocks)."""
+    tiles = blocks(variant, config, m, n)
+    if splits == 1:
+        return True
+    if tiles * splits > MAX_SPLIT_WAVES * sm_count * variant.resident_blocks(config):
+        return False
+    return tiles < sm_count or k > max(m, n)
 
 
 def split_counts(variant: Variant, config: Config, k: int) -> tuple[int, ...]:
@@ -166,7 +170,7 @@ def heuristic_candidates(
         (config, splits)
         for config in variant.configs
         for splits in split_counts(variant, config, k)
-        if worth_splitting(variant, config, splits, m, n, sm_count)
+        if worth_splitting(variant, config, splits, m, n, k, sm_count)
     ]
 
 

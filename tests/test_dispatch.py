@@ -47,14 +47,15 @@ class TestHeuristic:
             best = modelled(choice, shape, 132)
             for config in COARSENED.configs:
                 for splits in dispatch.split_counts(COARSENED, config, shape[2]):
-                    if not dispatch.worth_splitting(COARSENED, config, splits, *shape[:2], 132):
+                    if not dispatch.worth_splitting(COARSENED, config, splits, *shape, 132):
                         continue
                     other = dispatch.predicted_seconds(COARSENED, config, splits, *shape, 132)
                     assert best <= other, (shape, config_name(config), splits)
 
     def test_split_to_at_most_four_waves(self):
         """A split never takes a grid past MAX_SPLIT_WAVES waves of resident blocks; a deep K
-        whose grid is just over one wave (a part-filled second wave) is split all the same."""
+        whose grid is just over one wave (a part-filled second wave) is split all the same, and
+        a cube whose grid is over a wave is not."""
         for shape in [(4096, 4096, 4096), (1024, 1024, 16384), (300, 900, 20000), (8192, 64, 8192)]:
             choice = heuristic(COARSENED, *shape, 132)
             tiles = dispatch.blocks(COARSENED, choice.config, *shape[:2])
@@ -63,7 +64,15 @@ class TestHeuristic:
         deep = heuristic(COARSENED, 11230, 480, 12421, 132)
         assert deep.splits > 1
         assert dispatch.blocks(COARSENED, deep.config, 11230, 480) > 132
-        assert not dispatch.worth_splitting(COARSENED, DEFAULT, 2, 8192, 8192, 132)
+        assert not dispatch.worth_splitting(COARSENED, DEFAULT, 2, 8192, 8192, 8192, 132)
+        for config in COARSENED.configs:
+            tiles = dispatch.blocks(COARSENED, config, 2304, 2304)
+            if tiles * 2 > 4 * 132 * COARSENED.resident_blocks(config):
+                continue  # past four waves either way
+            assert dispatch.worth_splitting(COARSENED, config, 2, 2304, 2304, 2304, 132) == (
+                tiles < 132
+            )
+            assert dispatch.worth_splitting(COARSENED, config, 2, 2304, 2304, 2305, 132)
 
     def test_rates_follow_the_load_width(self):
         """The model's rate of a configuration is the fitted one for the load width, and a
