@@ -16,9 +16,9 @@ from .variants import VARIANTS, Config, Variant, config_name
 # wide its loads can be (LOAD_WIDTH_RATES, by floats per load); these were fitted to 120 random
 # shapes tuned on the H200 (the rates that make the model's choice fastest there, over every
 # shape). A configuration without a fitted rate gets (tile area / 128·256) **
-# TILE_EFFICIENCY_EXPONENT. Split-K adds a launch and a pass over the workspace, and is weighed
-# up to MAX_SPLIT_WAVES waves of resident blocks, on a full grid where K is deep: 1.3 waves of
-# tiles split three ways fill four (``worth_splitting``; lab/performance-log.md, runs 47–49).
+# TILE_EFFICIENCY_EXPONENT. Split-K adds a launch and a pass over the workspace; it is weighed for
+# a grid under one wave of tiles, and for a larger one where K is deep: 1.3 waves of tiles split
+# three ways fill four (``worth_splitting``; lab/performance-log.md, runs 47–50).
 LOAD_WIDTH_RATES = {
     4: {
         "BM128-BN256-BK8-WM64-WN64-TM8-TN16-MIN_BLOCKS1-PREFETCH1-UNROLL2": 1.0,
@@ -136,15 +136,15 @@ def predicted_seconds(
 def worth_splitting(
     variant: Variant, config: Config, splits: int, m: int, n: int, k: int, sm_count: int
 ) -> bool:
-    """Whether ``splits`` is a candidate for ``config``: unsplit always; split to at most
-    MAX_SPLIT_WAVES waves of resident blocks, and a grid of a wave of tiles or more only where K
-    is deeper than M and N (there a split cuts a long walk; on a cube it only adds blocks)."""
-    tiles = blocks(variant, config, m, n)
+    """Whether ``splits`` is a candidate for ``config``: unsplit always; a grid under one wave of
+    tiles split to at most two waves of blocks; a larger grid only where K exceeds M and N (a
+    split there cuts a long walk, on a cube it only adds blocks), to MAX_SPLIT_WAVES waves."""
     if splits == 1:
         return True
-    if tiles * splits > MAX_SPLIT_WAVES * sm_count * variant.resident_blocks(config):
-        return False
-    return tiles < sm_count or k > max(m, n)
+    tiles = blocks(variant, config, m, n)
+    if tiles < sm_count:
+        return tiles * splits <= 2 * sm_count
+    return k > max(m, n) and tiles * splits <= MAX_SPLIT_WAVES * sm_count
 
 
 def split_counts(variant: Variant, config: Config, k: int) -> tuple[int, ...]:

@@ -52,27 +52,30 @@ class TestHeuristic:
                     other = dispatch.predicted_seconds(COARSENED, config, splits, *shape, 132)
                     assert best <= other, (shape, config_name(config), splits)
 
-    def test_split_to_at_most_four_waves(self):
-        """A split never takes a grid past MAX_SPLIT_WAVES waves of resident blocks; a deep K
-        whose grid is just over one wave (a part-filled second wave) is split all the same, and
-        a cube whose grid is over a wave is not."""
-        for shape in [(4096, 4096, 4096), (1024, 1024, 16384), (300, 900, 20000), (8192, 64, 8192)]:
+    def test_split_within_the_wave_limits(self):
+        """A grid under one wave of tiles splits to at most two waves of blocks; a larger one
+        only where K exceeds M and N, to at most MAX_SPLIT_WAVES waves; so a deep K whose grid
+        is just over one wave (a part-filled second wave) is split, and a cube of that grid not."""
+        for shape in [
+            (4096, 4096, 4096),
+            (1024, 1024, 16384),
+            (300, 900, 20000),
+            (8192, 64, 8192),
+            (11230, 480, 12421),
+            (2304, 2304, 2304),
+        ]:
             choice = heuristic(COARSENED, *shape, 132)
             tiles = dispatch.blocks(COARSENED, choice.config, *shape[:2])
-            wave = 132 * COARSENED.resident_blocks(choice.config)
-            assert choice.splits == 1 or tiles * choice.splits <= 4 * wave, shape
+            limit = 2 if tiles < 132 else (4 if shape[2] > max(shape[:2]) else 1)
+            assert tiles * choice.splits <= limit * 132 or choice.splits == 1, shape
         deep = heuristic(COARSENED, 11230, 480, 12421, 132)
-        assert deep.splits > 1
-        assert dispatch.blocks(COARSENED, deep.config, 11230, 480) > 132
-        assert not dispatch.worth_splitting(COARSENED, DEFAULT, 2, 8192, 8192, 8192, 132)
+        assert deep.splits > 1 and dispatch.blocks(COARSENED, deep.config, 11230, 480) >= 132
         for config in COARSENED.configs:
             tiles = dispatch.blocks(COARSENED, config, 2304, 2304)
-            if tiles * 2 > 4 * 132 * COARSENED.resident_blocks(config):
-                continue  # past four waves either way
-            assert dispatch.worth_splitting(COARSENED, config, 2, 2304, 2304, 2304, 132) == (
-                tiles < 132
-            )
-            assert dispatch.worth_splitting(COARSENED, config, 2, 2304, 2304, 2305, 132)
+            cube = dispatch.worth_splitting(COARSENED, config, 2, 2304, 2304, 2304, 132)
+            deeper = dispatch.worth_splitting(COARSENED, config, 2, 2304, 2304, 2305, 132)
+            assert cube == (tiles < 132 and tiles * 2 <= 264)
+            assert deeper == (tiles * 2 <= (264 if tiles < 132 else 4 * 132))
 
     def test_rates_follow_the_load_width(self):
         """The model's rate of a configuration is the fitted one for the load width, and a

@@ -23,15 +23,15 @@ COARSENED = VARIANTS["coarsened"]
 class TestCandidates:
     """Tests for tune.candidates."""
 
-    def test_splits_within_four_waves(self):
-        """A grid of over four waves is tried unsplit only; a smaller one also split, to at most
-        four waves of resident blocks."""
+    def test_splits_within_the_wave_limits(self):
+        """A grid that fills the GPU, K no deeper than M and N, is tried unsplit only; with a
+        deep K, a grid under one wave is split to at most two waves, a larger one to four."""
         big = tune.candidates(COARSENED, 8192, 8192, 8192, 132)
         assert {s for _, s in big} == {1} and len(big) == len(COARSENED.configs)
         deep = tune.candidates(COARSENED, 1024, 1024, 16384, 132)
         for config, splits in deep:
-            wave = 132 * COARSENED.resident_blocks(config)
-            assert dispatch.blocks(COARSENED, config, 1024, 1024) * splits <= 4 * wave
+            tiles = dispatch.blocks(COARSENED, config, 1024, 1024)
+            assert tiles * splits <= (2 if tiles < 132 else 4) * 132
         assert (COARSENED.config, 3) in deep
 
     def test_every_configuration_tried(self):
