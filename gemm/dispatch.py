@@ -18,7 +18,7 @@ from .variants import VARIANTS, Config, Variant, config_name
 # shape). A configuration without a fitted rate gets (tile area / 128·256) **
 # TILE_EFFICIENCY_EXPONENT. Split-K adds a launch and a pass over the workspace; it is weighed for
 # a grid under one wave of tiles, and for a larger one where K is deep: 1.3 waves of tiles split
-# three ways fill four (``worth_splitting``; lab/performance-log.md, runs 47–50).
+# three ways fill four (``worth_splitting``; the measurements: docs/tuning.md).
 LOAD_WIDTH_RATES = {
     4: {
         "BM128-BN256-BK8-WM64-WN64-TM8-TN16-MIN_BLOCKS1-PREFETCH1-UNROLL2": 1.0,
