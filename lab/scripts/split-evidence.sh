@@ -8,12 +8,9 @@ set -u
 out=${1:?usage: lab/scripts/split-evidence.sh OUTDIR}; mkdir -p "$out"
 PY=${GEMM_PYTHON:-python3}
 git log -1 --format='%H %s' | tee "$out/commit.txt"
-shapes=$("$PY" - <<PYEOF
-from gemmbench.sweep import draw_random
-seeds = [int(s) for s in "${SEEDS:-101 202 303 7 11 13}".split()]
-print(" ".join("x".join(map(str, s)) for seed in seeds for s in draw_random(40, seed)))
-PYEOF
-)
+# shellcheck source=lab/scripts/draw-shapes.sh
+source "$(dirname "$0")/draw-shapes.sh"
+shapes=$(draw_shapes "${SEEDS:-101 202 303 7 11 13}")
 echo "$shapes" >"$out/shapes.txt"
 t0=$SECONDS
 # shellcheck disable=SC2086  # one argument per shape

@@ -13,12 +13,9 @@ if [[ -z ${SKIP_SUITE:-} ]]; then
     bash scripts/gpu-suite.sh "$out/suite" >"$out/suite.txt" 2>&1
     echo "gpu-suite exit $? in $((SECONDS - t0)) s" | tee -a "$out/suite.txt"
 fi
-shapes=$("$PY" - <<PYEOF
-from gemmbench.sweep import draw_random
-seeds = [int(s) for s in "${TRAIN_SEEDS:-101 202}".split()]
-print(" ".join("x".join(map(str, s)) for seed in seeds for s in draw_random(40, seed)))
-PYEOF
-)
+# shellcheck source=lab/scripts/draw-shapes.sh
+source "$(dirname "$0")/draw-shapes.sh"
+shapes=$(draw_shapes "${TRAIN_SEEDS:-101 202}")
 echo "$shapes" >"$out/train-shapes.txt"
 t0=$SECONDS
 # shellcheck disable=SC2086
