@@ -46,11 +46,14 @@ REFERENCE_TILE_AREA = 128 * 256
 SM_FLOPS = 50e12 / 132  # one multiprocessor's float32 rate, about a Hopper's; only ratios matter
 SPLIT_LAUNCH_S = 3e-6  # the extra launch of the sum pass
 SPLIT_BYTES_PER_S = 3e12  # the sum pass reads each slice and writes C once
-# K is split into at most MAX_SPLITS slices, each at least MIN_SLICE_K deep.
+# K is split into at most MAX_SPLITS slices, each at least MIN_SLICE_K deep: a grid under one
+# wave of tiles to at most SMALL_GRID_SPLIT_WAVES waves of blocks, a larger one (deep K only) to
+# MAX_SPLIT_WAVES.
 SPLIT_CANDIDATES = (1, 2, 3, 4, 6, 8, 12, 16)
 MIN_SLICE_K = 128
-MAX_SPLIT_WAVES = 4
 MAX_SPLITS = SPLIT_CANDIDATES[-1]
+SMALL_GRID_SPLIT_WAVES = 2
+MAX_SPLIT_WAVES = 4
 
 
 @dataclass(frozen=True)
@@ -137,13 +140,14 @@ def worth_splitting(
     variant: Variant, config: Config, splits: int, m: int, n: int, k: int, sm_count: int
 ) -> bool:
     """Whether ``splits`` is a candidate for ``config``: unsplit always; a grid under one wave of
-    tiles split to at most two waves of blocks; a larger grid only where K exceeds M and N (a
-    split there cuts a long walk, on a cube it only adds blocks), to MAX_SPLIT_WAVES waves."""
+    tiles split to at most SMALL_GRID_SPLIT_WAVES waves of blocks; a larger grid only where K
+    exceeds M and N (a split there cuts a long walk, on a cube it only adds blocks), to
+    MAX_SPLIT_WAVES waves."""
     if splits == 1:
         return True
     tiles = blocks(variant, config, m, n)
     if tiles < sm_count:
-        return tiles * splits <= 2 * sm_count
+        return tiles * splits <= SMALL_GRID_SPLIT_WAVES * sm_count
     return k > max(m, n) and tiles * splits <= MAX_SPLIT_WAVES * sm_count
 
 

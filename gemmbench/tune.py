@@ -44,9 +44,9 @@ L2_POLICY = measure.L2_POLICY
 
 
 def candidates(variant: Variant, m: int, n: int, k: int, sm_count: int) -> list[tuple[Config, int]]:
-    """The heuristic's own choice and every candidate it weighs (``heuristic_candidates``): each
-    registered configuration unsplit, and split to at most MAX_SPLIT_WAVES waves of blocks; a
-    table entry must beat what the GPU would run without it."""
+    """The heuristic's own choice first, then every other candidate it weighs
+    (``heuristic_candidates``: each registered configuration unsplit, and split as
+    ``worth_splitting`` allows); a table entry must beat what the GPU would run without it."""
     guess = dispatch.heuristic(variant, m, n, k, sm_count, dispatch.load_width(n, k))
     found = [(guess.config, guess.splits)]
     for candidate in dispatch.heuristic_candidates(variant, m, n, k, sm_count):
