@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One GPU call: the padded path's GPU tests, then lab/scripts/pad_evidence.py measure (one-float
 # loads, padded, aligned neighbour, cuBLAS on six random draws) and its fit, all into OUTDIR.
-# Run after the bundle reset of lab/README.md, with GEMM_PYTHON=python3 on the GPU machine.
+# It needs the padded path (matmul's pad=), which was measured at 5797b08 and reverted at 9420412:
+# run it in a checkout of 5797b08, after the bundle reset of lab/README.md, GEMM_PYTHON=python3.
 # Usage: lab/scripts/pad-evidence.sh OUTDIR   (env MEASURE_S=300, SEEDS="101 202 303 7 11 13")
 set -u
 out=${1:?usage: lab/scripts/pad-evidence.sh OUTDIR}; mkdir -p "$out"

@@ -3,6 +3,9 @@
     python3 lab/scripts/pad_evidence.py measure OUT.json [--seeds 101 202 303 7 11 13]
     python3 lab/scripts/pad_evidence.py fit OUT.json [--train 101 202 303]
 
+Both need gemm as it was at 5797b08 (matmul's ``pad=``, dispatch.padded_or_not), reverted at
+9420412: run them in a checkout of that commit.
+
 ``measure`` (GPU) takes ``draw_random(40, seed)`` for each seed plus the grid's unaligned table
 shapes. For every shape it times cuBLAS and, through gemmbench.measure, coarsened as the product
 would run it (table on). For an unaligned shape it also times the one-float path (the table's or

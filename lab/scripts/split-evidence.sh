@@ -26,7 +26,7 @@ from gemmbench import tune
 waves = int(os.environ["WAVES"])
 
 
-def wide(variant, config, splits, m, n, sm_count):
+def wide(variant, config, splits, m, n, k, sm_count):  # gemm.dispatch.worth_splitting's
     tiles = dispatch.blocks(variant, config, m, n)
     return splits == 1 or tiles * splits <= waves * sm_count * variant.resident_blocks(config)
 
