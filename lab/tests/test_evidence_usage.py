@@ -17,6 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
         ["lab/scripts/gate-evidence.sh"],
         ["lab/scripts/asv-evidence.sh"],
         ["lab/scripts/stepchain-evidence.sh"],
+        ["lab/scripts/noise-evidence.sh"],
     ],
 )
 def test_script_usage_error(argv):
