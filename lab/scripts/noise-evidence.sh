@@ -2,11 +2,13 @@
 # One GPU call: where the history's same-code spread comes from (track_noise.py, PROCESSES fresh
 # processes), whether coarsened's run-time load branch costs anything against one path compiled
 # in (vec_specialize.py over the draws of SEEDS), whether dropping fetch()'s unused parameter
-# changes any cubin, and whether NVRTC compiles overlap in threads (compile_threads.py).
+# changes any cubin, whether NVRTC compiles overlap in threads (compile_threads.py), and whether
+# the operands' placement sets a process's level (placement_noise.py, PROCESSES processes).
 # Run after the bundle reset of lab/README.md, with GEMM_PYTHON=python3 on the GPU machine.
-# Usage: lab/scripts/noise-evidence.sh OUTDIR   (env PROCESSES=12, SEEDS="7 11 13")
+# Usage: lab/scripts/noise-evidence.sh OUTDIR
+#   env PROCESSES=12, SEEDS="7 11 13", STEPS="fetch compile noise vec placement" (which to run)
 # OUTDIR gets gpu.csv, noise.jsonl, noise.txt, vec.json, vec.txt, fetch-identity.txt,
-# compile-threads.txt. Exit: 0 done; 1 a step failed; 2 usage.
+# compile-threads.txt, placement.jsonl, placement.txt. Exit: 0 done; 1 a step failed; 2 usage.
 set -u
 [[ $# -eq 1 && -n $1 && $1 != -* ]] || { echo "usage: lab/scripts/noise-evidence.sh OUTDIR" >&2; exit 2; }
 repo=$(cd "$(dirname "$0")/../.." && pwd)
@@ -23,11 +25,21 @@ step() {  # step NAME COMMAND...: output to OUTDIR/NAME.txt, the wall time to th
 }
 git log -1 --format='commit %H %s' | tee "$out/commit.txt"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv >"$out/gpu.csv"
-step fetch-identity "$PY" lab/scripts/vec_specialize.py fetch-identity
-step compile-threads "$PY" lab/scripts/compile_threads.py 2 4 8
-step noise-run "$PY" lab/scripts/track_noise.py run "$out/noise.jsonl" --processes "${PROCESSES:-12}"
-step noise "$PY" lab/scripts/track_noise.py analyse "$out/noise.jsonl"
-# shellcheck disable=SC2086  # SEEDS is a list
-step vec-run "$PY" lab/scripts/vec_specialize.py measure "$out/vec.json" ${SEEDS:-7 11 13}
-step vec "$PY" lab/scripts/vec_specialize.py analyse "$out/vec.json"
+steps=" ${STEPS:-fetch compile noise vec placement} "
+wanted() { [[ $steps == *" $1 "* ]]; }
+wanted fetch && step fetch-identity "$PY" lab/scripts/vec_specialize.py fetch-identity
+wanted compile && step compile-threads "$PY" lab/scripts/compile_threads.py 2 4 8
+if wanted noise; then
+    step noise-run "$PY" lab/scripts/track_noise.py run "$out/noise.jsonl" --processes "${PROCESSES:-12}"
+    step noise "$PY" lab/scripts/track_noise.py analyse "$out/noise.jsonl"
+fi
+if wanted vec; then
+    # shellcheck disable=SC2086  # SEEDS is a list
+    step vec-run "$PY" lab/scripts/vec_specialize.py measure "$out/vec.json" ${SEEDS:-7 11 13}
+    step vec "$PY" lab/scripts/vec_specialize.py analyse "$out/vec.json"
+fi
+if wanted placement; then
+    step placement-run "$PY" lab/scripts/placement_noise.py run "$out/placement.jsonl" --processes "${PROCESSES:-12}"
+    step placement "$PY" lab/scripts/placement_noise.py analyse "$out/placement.jsonl"
+fi
 exit $failed
