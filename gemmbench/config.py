@@ -16,7 +16,8 @@ Keys (all optional but ``package``; docs/adopt.md shows a whole table):
 - ``baseline``: the variant others are compared with (a library call, say); default none.
 - ``bench``: module with ``prepare(variant, *shape, raise_if_wrong=True)``, which checks one
   variant at one shape and returns an object with ``launch``, ``error``, ``bound`` and ``flops``
-  (default ``"gemmbench.measure"``, the GEMM one); ``pythonpath``: folders, relative to the
+  (default ``"gemmbench.measure"``, the GEMM one); where it also takes ``placements=``, the asv
+  suite launches several copies in turn (gemmbench.suite.PLACEMENTS); ``pythonpath``: folders, relative to the
   table's file, put on ``sys.path`` first so that ``bench`` can be imported from there.
 - ``provider``: the gate's cases provider (default ``"gemmbench.cases:registry_cases"``).
 - ``title``: the name in headlines, e.g. "GEMM" gives "GEMM performance gate".

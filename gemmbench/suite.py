@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import inspect
 import json
 import os
 import re
@@ -71,6 +72,14 @@ def flops(label: str) -> int | None:
     return BENCH.flops(*SHAPES[label]) if hasattr(BENCH, "flops") else None
 
 
+# Each (variant, shape) is launched on this many copies of its inputs and output in turn, each in
+# memory of its own (the bench module's ``prepare(..., placements=)``; a bench module without that
+# keyword gets one). Where the operands lie moves a short kernel's time by up to ~2% and stays
+# fixed within a process, so a figure from one placement carries that placement's level from
+# commit to commit; over eight the levels average out (docs/benchmarks.md, "Placements").
+PLACEMENTS = 8
+_BENCH_TAKES_PLACEMENTS = "placements" in inspect.signature(BENCH.prepare).parameters
+
 # asv reads one `timer` per benchmark; every device timer of this process adds to this clock.
 DEVICE_CLOCK = timing.DeviceClock()
 
@@ -91,7 +100,8 @@ def prepare(variant: str, label: str):
 
     cupy.cuda.runtime.free(0)  # creates the CUDA context and nothing else: its own phase
     history_phases.mark("context")
-    prepared = BENCH.prepare(variant, *shape_of(label))  # a bench module may mark "inputs"
+    placements = {"placements": PLACEMENTS} if _BENCH_TAKES_PLACEMENTS else {}
+    prepared = BENCH.prepare(variant, *shape_of(label), **placements)  # may mark "inputs"
     history_phases.mark("prepare")
     note_process(variant, label)
     return prepared.launch

@@ -104,6 +104,29 @@ class TestReportArguments:
         assert list(tmp_path.iterdir()) == []
 
 
+class TestPlacements:
+    """``prepare(placements=)`` without a GPU: its argument, and the launch that takes turns."""
+
+    @pytest.mark.parametrize("bad", [0, -1, True, 1.5, "2"])
+    def test_bad_count_refused(self, bad):
+        with pytest.raises(ValueError, match="placements must be a positive int"):
+            measure.prepare("coarsened", 64, 64, 64, placements=bad)
+
+    def test_launches_take_turns(self):
+        """Each call runs the next launch, back to the first after the last."""
+        ran = []
+        in_turn = measure._InTurn([lambda i=i: ran.append(i) for i in range(3)])
+        for _ in range(7):
+            in_turn()
+        assert ran == [0, 1, 2, 0, 1, 2, 0]
+
+    def test_suite_takes_several(self):
+        """The asv suite asks the default bench module for several placements."""
+        from gemmbench import suite
+
+        assert suite.PLACEMENTS > 1 and suite._BENCH_TAKES_PLACEMENTS
+
+
 @pytest.mark.gpu
 class TestOnGpu:
     """The measurement path on a real device (skipped without one, see conftest.py)."""
@@ -144,6 +167,49 @@ class TestOnGpu:
         monkeypatch.setattr(gemm, "matmul", wrong)
         with pytest.raises(measure.WrongResult, match="differs"):
             measure.prepare("coarsened", 128, 128, 128)
+
+    def test_placements_in_memory_of_their_own(self, monkeypatch):
+        """placements=3: three copies of the inputs and outputs at different addresses, each
+        checked, launched in turn; copies 2 and 3 allocate (split-K's workspace) in pools of
+        their own, copy 1 in CuPy's default pool."""
+        import cupy
+
+        import gemm
+
+        real, calls = gemm.matmul, []
+
+        def spy(a, b, variant, out, **options):
+            calls.append((a.data.ptr, b.data.ptr, out.data.ptr, cupy.cuda.get_allocator()))
+            return real(a, b, variant=variant, out=out, **options)
+
+        monkeypatch.setattr(gemm, "matmul", spy)
+        prepared = measure.prepare("coarsened", 1024, 1024, 1024, placements=3)
+        assert prepared.error <= prepared.bound and len(calls) == 3  # one checked launch a copy
+        checked = calls[:]
+        for _ in range(4):
+            prepared.launch()
+        assert calls[3:] == checked + checked[:1]  # in turn, each with its own copy and pool
+        assert all(len({call[i] for call in checked}) == 3 for i in range(4))
+        assert checked[0][3] == cupy.get_default_memory_pool().malloc
+
+    def test_a_wrong_copy_is_caught(self, monkeypatch):
+        """A launch that is wrong only on the third copy is refused, naming the copy."""
+        import cupy
+
+        import gemm
+
+        real, calls = gemm.matmul, []
+
+        def wrong_third(a, b, variant, out, **options):
+            calls.append(out)
+            real(a, b, variant=variant, out=out, **options)
+            if len(calls) == 3:
+                out *= cupy.float32(1 + 1e-3)
+            return out
+
+        monkeypatch.setattr(gemm, "matmul", wrong_third)
+        with pytest.raises(measure.WrongResult, match=r"\(copy 3 of 4\) differs"):
+            measure.prepare("coarsened", 256, 256, 256, placements=4)
 
     def test_device_times(self):
         """Samples are positive device seconds, one per launch."""

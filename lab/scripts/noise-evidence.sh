@@ -3,12 +3,13 @@
 # processes), whether coarsened's run-time load branch costs anything against one path compiled
 # in (vec_specialize.py over the draws of SEEDS), whether dropping fetch()'s unused parameter
 # changes any cubin, whether NVRTC compiles overlap in threads (compile_threads.py), and whether
-# the operands' placement sets a process's level (placement_noise.py, PROCESSES processes).
+# the operands' placement sets a process's level (placement_noise.py, PROCESSES processes), and
+# what the suite's placements do to that level, as the suite takes them (placement_suite.py).
 # Run after the bundle reset of lab/README.md, with GEMM_PYTHON=python3 on the GPU machine.
 # Usage: lab/scripts/noise-evidence.sh OUTDIR
-#   env PROCESSES=12, SEEDS="7 11 13", STEPS="fetch compile noise vec placement" (which to run)
+#   env PROCESSES=12, SEEDS="7 11 13", STEPS="fetch compile noise vec placement suite"
 # OUTDIR gets gpu.csv, noise.jsonl, noise.txt, vec.json, vec.txt, fetch-identity.txt,
-# compile-threads.txt, placement.jsonl, placement.txt. Exit: 0 done; 1 a step failed; 2 usage.
+# compile-threads.txt, placement.jsonl, placement.txt, suite.jsonl, suite.txt. Exit: 0 done; 1 a step failed; 2 usage.
 set -u
 [[ $# -eq 1 && -n $1 && $1 != -* ]] || { echo "usage: lab/scripts/noise-evidence.sh OUTDIR" >&2; exit 2; }
 repo=$(cd "$(dirname "$0")/../.." && pwd)
@@ -25,7 +26,7 @@ step() {  # step NAME COMMAND...: output to OUTDIR/NAME.txt, the wall time to th
 }
 git log -1 --format='commit %H %s' | tee "$out/commit.txt"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv >"$out/gpu.csv"
-steps=" ${STEPS:-fetch compile noise vec placement} "
+steps=" ${STEPS:-fetch compile noise vec placement suite} "
 wanted() { [[ $steps == *" $1 "* ]]; }
 wanted fetch && step fetch-identity "$PY" lab/scripts/vec_specialize.py fetch-identity
 wanted compile && step compile-threads "$PY" lab/scripts/compile_threads.py 2 4 8
@@ -41,5 +42,9 @@ fi
 if wanted placement; then
     step placement-run "$PY" lab/scripts/placement_noise.py run "$out/placement.jsonl" --processes "${PROCESSES:-12}"
     step placement "$PY" lab/scripts/placement_noise.py analyse "$out/placement.jsonl"
+fi
+if wanted suite; then
+    step suite-run "$PY" lab/scripts/placement_suite.py run "$out/suite.jsonl" --processes "${PROCESSES:-12}"
+    step suite "$PY" lab/scripts/placement_suite.py analyse "$out/suite.jsonl"
 fi
 exit $failed
