@@ -97,7 +97,7 @@ gemm_coarsened(const float* __restrict__ A, const float* __restrict__ B, float* 
     float4 a_next[A_LOADS], b_next[B_LOADS];
 
     // Fetch the K-step starting at k0 into registers; zero past every edge of A and B.
-    auto fetch = [&](int k0, int) {
+    auto fetch = [&](int k0) {
 #pragma unroll
         for (int l = 0; l < A_LOADS; ++l) {
             const int f = tid + l * THREADS;
@@ -185,7 +185,7 @@ gemm_coarsened(const float* __restrict__ A, const float* __restrict__ B, float* 
 
     const int steps = (K - 1) / BK + 1;
     int stage = 0;  // the buffer this K-step reads
-    fetch(0, 0);
+    fetch(0);
     stash(0);
     __syncthreads();
 
@@ -204,7 +204,7 @@ gemm_coarsened(const float* __restrict__ A, const float* __restrict__ B, float* 
 #pragma unroll UNROLL
     for (int step = 0; step < steps; ++step) {
         // Global loads for a later step in flight while this step computes.
-        if (step + 1 < steps) fetch((step + 1) * BK, 0);
+        if (step + 1 < steps) fetch((step + 1) * BK);
 
 #pragma unroll
         for (int k = 0; k < BK; ++k) {
