@@ -1,8 +1,7 @@
 """Whether where the operands lie in memory sets a process's timing level, and whether rotating copies evens it out.
 
-    python lab/scripts/placement_noise.py run OUT.jsonl --processes N   (GPU: N fresh processes)
-    python lab/scripts/placement_noise.py one SHAPES...                 (GPU: one process, one line)
-    python lab/scripts/placement_noise.py analyse OUT.jsonl             (CPU)
+    python lab/scripts/placement_noise.py run OUT.jsonl --processes N [--shapes ...]   (GPU)
+    python lab/scripts/placement_noise.py analyse OUT.jsonl                            (CPU)
 
 track_noise.py found that each fresh process has its own level at short kernels (1024³: medians
 of 120 samples 0.9% apart over 12 processes, each half of a process agreeing within 0.1%), while
@@ -19,29 +18,27 @@ the spread of the figure taken from one copy against the one taken over all copi
 
 from __future__ import annotations
 
-import argparse
 import functools
-import json
-import os
 import statistics
-import subprocess
 import sys
-import time
+
+import fresh_processes
+from fresh_processes import spread
 
 PLACEMENTS, ROUNDS, SINGLE, FLUSHES = 8, 40, 120, 4
 SHAPES = ["1024x1024x1024", "16384x64x4096", "2048x2048x2048", "2049x2049x2049"]
 VARIANTS = ("coarsened", "cublas")
 
 
-def one(shapes: list[str]) -> dict:
+def one(args) -> dict:
+    shapes = args.shapes
     import cupy
 
     from gemm import matmul
     from gemmbench import measure, timing
 
-    cupy.cuda.runtime.free(0)
-    timer = measure.new_timer()
-    record: dict = {"pid": os.getpid(), "time": time.time(), "shapes": {}}
+    timer, record = fresh_processes.start()
+    record["shapes"] = {}
     for label in shapes:
         m, n, k = (int(x) for x in label.split("x"))
         a, b = measure.inputs(m, n, k)
@@ -77,42 +74,19 @@ def one(shapes: list[str]) -> dict:
                 flush[i].append(other.time_once(launches["coarsened"][0]))
         record["shapes"][label] = {"rr": rr, "single": single, "flush": flush}
         del launches, timers
-        measure.inputs.cache_clear()
-        measure.reference.cache_clear()
-        cupy.get_default_memory_pool().free_all_blocks()
+        fresh_processes.free_shape()
     return record
 
 
-def run(out: str, processes: int, shapes: list[str]) -> int:
-    with open(out, "a", encoding="utf-8") as sink:
-        for index in range(processes):
-            started = time.time()
-            done = subprocess.run(
-                [sys.executable, __file__, "one", *shapes], capture_output=True, text=True
-            )
-            if done.returncode != 0:
-                print(done.stderr[-2000:], file=sys.stderr)
-                return 1
-            sink.write(done.stdout.strip() + "\n")
-            sink.flush()
-            print(f"process {index + 1}/{processes}: {time.time() - started:.1f} s", flush=True)
-    return 0
-
-
-def _spread(values: list[float]) -> float:
-    return (max(values) - min(values)) / min(values) * 100
-
-
-def analyse(path: str) -> int:
-    records = [json.loads(line) for line in open(path, encoding="utf-8") if line.strip()]
+def analyse(records: list[dict]) -> None:
     median = statistics.median
     print(f"{len(records)} processes, {PLACEMENTS} copies, {ROUNDS} rounds; spreads (max-min)/min")
     for label in records[0]["shapes"]:
         entries = [r["shapes"][label] for r in records]
         for variant in VARIANTS:
-            within = [_spread([median(s) for s in e["rr"][variant]]) for e in entries]
+            within = [spread([median(s) for s in e["rr"][variant]]) for e in entries]
             flush = (
-                [_spread([median(s) for s in e["flush"]]) for e in entries]
+                [spread([median(s) for s in e["flush"]]) for e in entries]
                 if variant == "coarsened"
                 else []
             )
@@ -128,9 +102,9 @@ def analyse(path: str) -> int:
                 + (f"; over flush buffers median {median(flush):.2f}%" if flush else "")
             )
             print(
-                f"  {'':16} {'':9} over processes: single {_spread(single):.2f}%, copy 0 of rr "
-                f"{_spread(one_copy):.2f}%, all copies {_spread(every):.2f}%, mean of copy medians "
-                f"{_spread(mean_of_copies):.2f}%"
+                f"  {'':16} {'':9} over processes: single {spread(single):.2f}%, copy 0 of rr "
+                f"{spread(one_copy):.2f}%, all copies {spread(every):.2f}%, mean of copy medians "
+                f"{spread(mean_of_copies):.2f}%"
             )
         ratio_one = [
             median(e["rr"]["coarsened"][0]) / median(e["rr"]["cublas"][0]) for e in entries
@@ -141,31 +115,10 @@ def analyse(path: str) -> int:
             for e in entries
         ]
         print(
-            f"  {'':16} ratio coarsened/cuBLAS over processes: one copy {_spread(ratio_one):.2f}%, "
-            f"all copies {_spread(ratio_all):.2f}%"
+            f"  {'':16} ratio coarsened/cuBLAS over processes: one copy {spread(ratio_one):.2f}%, "
+            f"all copies {spread(ratio_all):.2f}%"
         )
-    return 0
-
-
-def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True)
-    p_run = sub.add_parser("run")
-    p_run.add_argument("out")
-    p_run.add_argument("--processes", type=int, default=10)
-    p_run.add_argument("--shapes", nargs="*", default=SHAPES)
-    p_one = sub.add_parser("one")
-    p_one.add_argument("shapes", nargs="+")
-    p_an = sub.add_parser("analyse")
-    p_an.add_argument("path")
-    args = parser.parse_args(argv)
-    if args.command == "run":
-        return run(args.out, args.processes, args.shapes)
-    if args.command == "one":
-        print(json.dumps(one(args.shapes)))
-        return 0
-    return analyse(args.path)
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(fresh_processes.main(sys.modules[__name__], sys.argv[1:]))

@@ -1,7 +1,6 @@
 """The suite's placements measured as the suite takes them: one placement against several, over fresh processes.
 
     python lab/scripts/placement_suite.py run OUT.jsonl --processes N [--placements 1 8]   (GPU)
-    python lab/scripts/placement_suite.py one ORDER...                                   (GPU)
     python lab/scripts/placement_suite.py analyse OUT.jsonl                              (CPU)
 
 Each fresh process, for each placement count (the order alternating from process to process, so
@@ -14,25 +13,24 @@ over processes, (max - min) / min, of each median and of the ratio, and the prep
 
 from __future__ import annotations
 
-import argparse
-import json
 import statistics
-import subprocess
 import sys
 import time
+
+import fresh_processes
+from fresh_processes import spread
 
 SAMPLES, PAIRS = 120, 101
 SHAPES = ["1024x1024x1024", "16384x64x4096", "2049x2049x2049", "2048x2048x2048"]
 
 
-def one(order: list[int], shapes: list[str]) -> dict:
-    import cupy
+def one(args) -> dict:
+    order, shapes = args.placements, args.shapes
 
     from gemmbench import measure
 
-    cupy.cuda.runtime.free(0)
-    timer = measure.new_timer()
-    record: dict = {"time": time.time(), "figures": {}}
+    timer, record = fresh_processes.start()
+    record["figures"] = {}
     for placements in order:
         for label in shapes:
             m, n, k = (int(x) for x in label.split("x"))
@@ -55,34 +53,11 @@ def one(order: list[int], shapes: list[str]) -> dict:
                 "prepare_s": prepare_s,
             }
             del ours, theirs
-            measure.inputs.cache_clear()
-            measure.reference.cache_clear()
-            cupy.get_default_memory_pool().free_all_blocks()
+            fresh_processes.free_shape()
     return record
 
 
-def run(out: str, processes: int, counts: list[int], shapes: list[str]) -> int:
-    with open(out, "a", encoding="utf-8") as sink:
-        for index in range(processes):
-            order = counts if index % 2 == 0 else counts[::-1]
-            started = time.time()
-            argv = [sys.executable, __file__, "one", *map(str, order), "--shapes", *shapes]
-            done = subprocess.run(argv, capture_output=True, text=True)
-            if done.returncode != 0:
-                print(done.stderr[-2000:], file=sys.stderr)
-                return 1
-            sink.write(done.stdout.strip() + "\n")
-            sink.flush()
-            print(f"process {index + 1}/{processes}: {time.time() - started:.1f} s", flush=True)
-    return 0
-
-
-def _spread(values: list[float]) -> float:
-    return (max(values) - min(values)) / min(values) * 100
-
-
-def analyse(path: str) -> int:
-    records = [json.loads(line) for line in open(path, encoding="utf-8") if line.strip()]
+def analyse(records: list[dict]) -> None:
     keys = sorted(records[0]["figures"], key=lambda key: (key.split()[1], int(key.split()[0])))
     print(f"{len(records)} processes; spread over processes, (max-min)/min")
     print(
@@ -90,35 +65,23 @@ def analyse(path: str) -> int:
     )
     for key in keys:
         cells = [
-            _spread([r["figures"][key][name] for r in records])
+            spread([r["figures"][key][name] for r in records])
             for name in ("coarsened", "cublas", "ratio")
         ]
         prepare_s = statistics.median(r["figures"][key]["prepare_s"] for r in records)
         print(f"  {key:24} " + " ".join(f"{c:9.2f}%" for c in cells) + f" {prepare_s:10.3f}")
-    return 0
 
 
-def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True)
-    p_run = sub.add_parser("run")
-    p_run.add_argument("out")
-    p_run.add_argument("--processes", type=int, default=12)
-    p_run.add_argument("--placements", type=int, nargs="+", default=[1, 8])
-    p_run.add_argument("--shapes", nargs="+", default=SHAPES)
-    p_one = sub.add_parser("one")
-    p_one.add_argument("order", type=int, nargs="+")
-    p_one.add_argument("--shapes", nargs="+", default=SHAPES)
-    p_an = sub.add_parser("analyse")
-    p_an.add_argument("path")
-    args = parser.parse_args(argv)
-    if args.command == "run":
-        return run(args.out, args.processes, args.placements, args.shapes)
-    if args.command == "one":
-        print(json.dumps(one(args.order, args.shapes)))
-        return 0
-    return analyse(args.path)
+def add_arguments(parser) -> None:
+    parser.add_argument("--placements", type=int, nargs="+", default=[1, 8])
+    parser.add_argument("--shapes", nargs="+", default=SHAPES)
+
+
+def one_argv(args, index: int) -> list[str]:
+    """Every other process takes the placement counts in reverse order."""
+    order = args.placements if index % 2 == 0 else args.placements[::-1]
+    return ["--placements", *map(str, order), "--shapes", *args.shapes]
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(fresh_processes.main(sys.modules[__name__], sys.argv[1:]))

@@ -1,8 +1,7 @@
 """Where the same-code spread of a history comes from: raw samples of fresh processes, per statistic.
 
-    python lab/scripts/track_noise.py run OUT.jsonl --processes N     (GPU: N fresh processes)
-    python lab/scripts/track_noise.py one SHAPES...                  (GPU: one process, one JSON line)
-    python lab/scripts/track_noise.py analyse OUT.jsonl              (CPU: the spreads)
+    python lab/scripts/track_noise.py run OUT.jsonl --processes N [--shapes ...]   (GPU)
+    python lab/scripts/track_noise.py analyse OUT.jsonl                            (CPU)
 
 Each process does what a history commit's processes do, with the measurement path of the suite
 (gemmbench.measure.prepare and gemmbench.timing.DeviceTimer): at each shape,
@@ -20,12 +19,11 @@ the twin ratio with the output's placement.
 
 from __future__ import annotations
 
-import argparse
-import json
 import statistics
-import subprocess
 import sys
-import time
+
+import fresh_processes
+from fresh_processes import spread
 
 PAIRS = 101
 ALONE = 120
@@ -47,14 +45,14 @@ def _alternate(timer, first, second, count: int) -> tuple[list, list]:
     return a, b
 
 
-def one(shapes: list[str]) -> dict:
+def one(args) -> dict:
+    shapes = args.shapes
     import cupy
 
     from gemmbench import measure
 
-    cupy.cuda.runtime.free(0)
-    timer = measure.new_timer()
-    record: dict = {"pid": __import__("os").getpid(), "time": time.time(), "shapes": {}}
+    timer, record = fresh_processes.start()
+    record["shapes"] = {}
     for label in shapes:
         m, n, k = _shape(label)
         ours = measure.prepare("coarsened", m, n, k).launch
@@ -78,25 +76,8 @@ def one(shapes: list[str]) -> dict:
         entry["alone_cublas"] = [timer.time_once(cublas) for _ in range(ALONE)]
         record["shapes"][label] = entry
         del ours, cublas, twin, kept
-        measure.inputs.cache_clear()
-        measure.reference.cache_clear()
+        fresh_processes.free_shape()
     return record
-
-
-def run(out: str, processes: int, shapes: list[str]) -> int:
-    with open(out, "a", encoding="utf-8") as sink:
-        for index in range(processes):
-            started = time.time()
-            done = subprocess.run(
-                [sys.executable, __file__, "one", *shapes], capture_output=True, text=True
-            )
-            if done.returncode != 0:
-                print(done.stderr[-2000:], file=sys.stderr)
-                return 1
-            sink.write(done.stdout.strip() + "\n")
-            sink.flush()
-            print(f"process {index + 1}/{processes}: {time.time() - started:.1f} s", flush=True)
-    return 0
 
 
 def _middle_mean(values: list[float], keep: float) -> float:
@@ -113,10 +94,6 @@ STATISTICS = {
 }
 
 
-def _spread(values: list[float]) -> float:
-    return (max(values) - min(values)) / min(values) * 100
-
-
 def _figures(entry: dict, name: str, statistic) -> float:
     if name.startswith("alone"):
         return statistic(entry[name])
@@ -126,8 +103,7 @@ def _figures(entry: dict, name: str, statistic) -> float:
     return statistic(first) / statistic(second)
 
 
-def analyse(path: str) -> int:
-    records = [json.loads(line) for line in open(path, encoding="utf-8") if line.strip()]
+def analyse(records: list[dict]) -> None:
     print(f"{len(records)} processes; spread over processes, (max-min)/min %, per statistic")
     names = [
         "alone_coarsened",
@@ -143,7 +119,7 @@ def analyse(path: str) -> int:
             cells = []
             for statistic in STATISTICS.values():
                 values = [_figures(r["shapes"][label], name, statistic) for r in records]
-                cells.append(f"{_spread(values):9.2f}%")
+                cells.append(f"{spread(values):9.2f}%")
             print(f"  {label:18} {name:20} " + " ".join(cells))
     print("twin ratio (median) per process: as first measured, then after each re-allocation")
     for label in records[0]["shapes"]:
@@ -154,28 +130,7 @@ def analyse(path: str) -> int:
             ratios += [statistics.median(a) / statistics.median(b) for a, b in entry["moved"]]
             rows.append(" ".join(f"{x:.4f}" for x in ratios))
         print(f"  {label}: " + " | ".join(rows))
-    return 0
-
-
-def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True)
-    p_run = sub.add_parser("run")
-    p_run.add_argument("out")
-    p_run.add_argument("--processes", type=int, default=10)
-    p_run.add_argument("--shapes", nargs="*", default=SHAPES)
-    p_one = sub.add_parser("one")
-    p_one.add_argument("shapes", nargs="+")
-    p_an = sub.add_parser("analyse")
-    p_an.add_argument("path")
-    args = parser.parse_args(argv)
-    if args.command == "run":
-        return run(args.out, args.processes, args.shapes)
-    if args.command == "one":
-        print(json.dumps(one(args.shapes)))
-        return 0
-    return analyse(args.path)
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(fresh_processes.main(sys.modules[__name__], sys.argv[1:]))
