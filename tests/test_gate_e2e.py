@@ -430,6 +430,36 @@ class TestCalibrate:
 class TestCalibrateRules:
     """Tests for calibrate's pure rules: the tolerance, the rounds, editing the table."""
 
+    @pytest.mark.parametrize("dry_run", [False, True])
+    def test_too_noisy_to_calibrate(self, tmp_path, monkeypatch, capsys, dry_run):
+        """A/A runs 60% apart (a loaded 2-core machine has shown 68%) call for a tolerance over
+        100%: exit 3 with one line saying why, and the thresholds file is left as it was."""
+        from gemmbench import calibrate, thresholds
+        from gemmbench.gate import decision
+
+        path = tmp_path / "thresholds.toml"
+        path.write_text(THRESHOLDS)
+        config = thresholds.load(path)
+
+        def noisy_run(args, where):
+            ratio = 1.6 if noisy_run.calls else 1.01  # the second A/A run is 60% off
+            noisy_run.calls += 1
+            compared = decision.Comparison(
+                "hash", [1.0], [ratio], ratio=ratio, base_spread=0.01, head_spread=0.01
+            )
+            meta = {"wall_s": 1.0, "measure_s": 0.6, "startup_s": 0.4, "gpu": "CPU double"}
+            return decision.Report(decision.PASS, comparisons=[compared], meta=meta, config=config)
+
+        noisy_run.calls = 0
+        monkeypatch.setattr(calibrate, "one_run", noisy_run)
+        argv = ["--runs", "2", "--thresholds", str(path), "--gpu", "CPU double"]
+        code = calibrate.main(argv + (["--dry-run"] if dry_run else []))
+        err = [
+            line for line in capsys.readouterr().err.splitlines() if not line.startswith("[gate]")
+        ]
+        assert code == 3 and len(err) == 1 and "calls for a tolerance of 120%" in err[0], err
+        assert "nothing written" in err[0] and path.read_text() == THRESHOLDS
+
     def test_tolerance(self):
         """Twice the worst deviation, rounded up to 0.1%, never below the 0.5% floor."""
         from gemmbench.calibrate import tolerance_for
