@@ -385,13 +385,24 @@ class TestCalibrate:
             command, cwd=HARNESS_ROOT, env=repo.env, capture_output=True, text=True, timeout=300
         )
 
+    def calibrate_quietly(self, repo, *extra: str) -> subprocess.CompletedProcess:
+        """calibrate, up to three times while it finds the machine too noisy (exit 3, nothing
+        written): on this 2-core VM a worker's core has run ~80% slow for rounds on end."""
+        before = repo.thresholds.read_text()
+        for _ in range(3):
+            done = self.calibrate(repo, *extra)
+            if done.returncode != 3:
+                return done
+            assert "nothing written" in done.stderr and repo.thresholds.read_text() == before
+        return done
+
     def test_writes_the_gpu_table_and_keeps_the_file(self, repo):
         """Three A/A runs: a per-benchmark table, a tolerance ≥ the floor written into
         [gpu."CPU double".gate], every other line and comment unchanged, and the file loads."""
         from gemmbench import calibrate, thresholds
 
         before = repo.thresholds.read_text()
-        done = self.calibrate(repo, "--runs", "3", "--rounds", "6")
+        done = self.calibrate_quietly(repo, "--runs", "3", "--rounds", "6")
         assert done.returncode == 0, done.stdout + done.stderr
         assert "| hash |" in done.stdout and "| steady |" in done.stdout
         result = json.loads((repo.tmp / "calibrate.json").read_text())
@@ -405,7 +416,7 @@ class TestCalibrate:
         assert loaded.gate.tolerance == result["tolerance"]
         assert loaded.gate.tolerance != thresholds.load(repo.thresholds).gate.tolerance
         # A second calibration edits the same table in place instead of adding another.
-        again = self.calibrate(repo, "--runs", "2", "--rounds", "6")
+        again = self.calibrate_quietly(repo, "--runs", "2", "--rounds", "6")
         assert again.returncode == 0, again.stdout + again.stderr
         assert repo.thresholds.read_text().count('[gpu."CPU double".gate]') == 1
         repo.assert_clean()
@@ -413,7 +424,7 @@ class TestCalibrate:
     def test_dry_run_writes_nothing(self, repo):
         """--dry-run reports the tolerance it would write and leaves the file alone."""
         before = repo.thresholds.read_text()
-        done = self.calibrate(repo, "--runs", "2", "--rounds", "6", "--dry-run")
+        done = self.calibrate_quietly(repo, "--runs", "2", "--rounds", "6", "--dry-run")
         assert done.returncode == 0, done.stdout + done.stderr
         assert "dry run:" in done.stdout and repo.thresholds.read_text() == before
 
