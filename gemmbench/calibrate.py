@@ -38,9 +38,6 @@ SAFETY_FACTOR = 2.0
 # Never below this, however quiet the runner looked: 10 A/A runs cannot show a rarer excursion,
 # and half a percent is about what a change of driver, clock or temperature moves a GEMM by.
 FLOOR = 0.005
-# A tolerance must stay below 100% (thresholds.toml refuses more): a runner whose A/A runs call for
-# that much would pass any slowdown short of doubling, so calibrate refuses it as inconclusive.
-CEILING = 1.0
 # One gate run should stay within this many seconds (start-up plus rounds), so a PR waits little.
 DEFAULT_BUDGET_S = 60.0
 # The slowdown the calibrated gate is meant to catch every time; reported against the result.
@@ -354,7 +351,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(
                 f"gemmbench calibrate: could not write --json {args.json}: {exc}", file=sys.stderr
             )
-    if tolerance >= CEILING:
+    if tolerance >= thresholds_mod.MAX_TOLERANCE:  # thresholds.toml would refuse it
         print(
             f"gemmbench calibrate: the A/A runs differed by up to {worst.max_deviation:.1%} "
             f"({worst.name}), which calls for a tolerance of {tolerance:.0%}, so no slowdown "

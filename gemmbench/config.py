@@ -17,8 +17,8 @@ Keys (all optional but ``package``; docs/adopt.md shows a whole table):
 - ``bench``: module with ``prepare(variant, *shape, raise_if_wrong=True)``, which checks one
   variant at one shape and returns an object with ``launch``, ``error``, ``bound`` and ``flops``
   (default ``"gemmbench.measure"``, the GEMM one); where it also takes ``placements=``, the asv
-  suite launches several copies in turn (gemmbench.suite.PLACEMENTS); ``pythonpath``: folders, relative to the
-  table's file, put on ``sys.path`` first so that ``bench`` can be imported from there.
+  suite launches several copies in turn (gemmbench.suite.PLACEMENTS). ``pythonpath``: folders,
+  relative to the table's file, put on ``sys.path`` first so that ``bench`` can be imported.
 - ``provider``: the gate's cases provider (default ``"gemmbench.cases:registry_cases"``).
 - ``title``: the name in headlines, e.g. "GEMM" gives "GEMM performance gate".
 - ``thresholds``: the file of speed-up floors and gate settings (default ``"thresholds.toml"``).

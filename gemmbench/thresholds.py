@@ -27,6 +27,8 @@ from .stats import smallest_p
 
 # Bounds in the file and on the command line: 200 rounds of the default cases take an hour.
 MAX_ROUNDS, MAX_SAMPLES = 200, 1000
+# A tolerance of 100% or more would let any slowdown short of doubling pass.
+MAX_TOLERANCE = 1.0
 
 
 def default_path() -> Path:
@@ -115,7 +117,9 @@ _SPEEDUP_KEYS = {
     "floors": _Key(Floor, _floors_valid, _FLOORS_EXPECTED),
 }
 _GATE_KEYS = {
-    "tolerance": _Key(float, lambda v: 0 <= v < 1, "a number in [0, 1), e.g. 0.03 for 3%"),
+    "tolerance": _Key(
+        float, lambda v: 0 <= v < MAX_TOLERANCE, "a number in [0, 1), e.g. 0.03 for 3%"
+    ),
     "alpha": _Key(float, lambda v: 0 < v < 0.5, "a number in (0, 0.5), e.g. 0.002"),
     "rounds": _Key(int, lambda v: 2 <= v <= MAX_ROUNDS, f"a whole number from 2 to {MAX_ROUNDS}"),
     "samples": _Key(
