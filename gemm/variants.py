@@ -177,10 +177,6 @@ _COARSENED_CONSTRAINTS = (
         "a warp tile holds exactly 32 thread tiles",
         lambda c: (c["WM"] // c["TM"]) * (c["WN"] // c["TN"]) == 32,
     ),
-    Constraint(
-        "a B tile row splits evenly into spread groups",
-        lambda c: c["BN"] // 4 <= 32 or c["BN"] % 128 == 0,
-    ),
 )
 
 _FLOAT = 4  # bytes

@@ -53,9 +53,6 @@
 // Row padding of the transposed A tile: the 4-float shift spreads the transposing stores over all
 // 32 banks, and keeps each row 16-byte aligned for the float4 reads.
 #define AS_PAD 4
-// One-float loads of B (unaligned rows): a float4 slot's four floats lie B_SPREAD columns apart,
-// B_SPREAD slots side by side, so that a warp's lanes read consecutive columns at every load.
-#define B_SPREAD (BN / 4 < 32 ? BN / 4 : 32)
 
 static_assert(TM % 4 == 0 && TN % 4 == 0, "a thread's outputs come in groups of four (float4)");
 static_assert(BM % TM == 0 && BN % TN == 0, "the block tile splits evenly into thread tiles");
@@ -65,14 +62,6 @@ static_assert((BK * BN) % (4 * THREADS) == 0, "the B tile splits evenly over the
 static_assert(BM % WM == 0 && BN % WN == 0, "the block tile splits evenly into warp tiles");
 static_assert(WM % TM == 0 && WN % TN == 0, "the warp tile splits evenly into thread tiles");
 static_assert(LANES_Y * LANES_X == 32, "a warp tile holds exactly 32 thread tiles");
-static_assert(BN / 4 <= 32 || BN % 128 == 0, "a B tile row splits evenly into spread groups");
-
-// The first column of the B tile that slot f of a row holds, when its floats are spread.
-__device__ __forceinline__ int b_column(int f)
-{
-    const int q = f % (BN / 4);
-    return (q / B_SPREAD) * 4 * B_SPREAD + q % B_SPREAD;
-}
 
 extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
 gemm_coarsened(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,
@@ -126,23 +115,15 @@ gemm_coarsened(const float* __restrict__ A, const float* __restrict__ B, float* 
 #pragma unroll
         for (int l = 0; l < B_LOADS; ++l) {
             const int f = tid + l * THREADS;
-            const int k = k0 + f / (BN / 4);
+            const int k = k0 + f / (BN / 4), c = col0 + (f % (BN / 4)) * 4;
+            const float* p = B + (size_t)k * N + c;
             if (vec) {
-                const int c = col0 + (f % (BN / 4)) * 4;
-                b_next[l] = (k < K && c < N)
-                                ? *reinterpret_cast<const float4*>(B + (size_t)k * N + c)
-                                : make_float4(0.f, 0.f, 0.f, 0.f);
+                b_next[l] = (k < K && c < N) ? *reinterpret_cast<const float4*>(p)
+                                             : make_float4(0.f, 0.f, 0.f, 0.f);
             } else {
-                // One float a load: the thread's four are B_SPREAD columns apart, so each load
-                // instruction of a warp reads consecutive floats of a row (four floats a thread
-                // would spread it over four times the cache lines).
-                const int c = col0 + b_column(f);
-                const float* p = B + (size_t)k * N + c;
                 const bool in = k < K;
-                b_next[l] = make_float4(in && c < N ? p[0] : 0.f,
-                                        in && c + B_SPREAD < N ? p[B_SPREAD] : 0.f,
-                                        in && c + 2 * B_SPREAD < N ? p[2 * B_SPREAD] : 0.f,
-                                        in && c + 3 * B_SPREAD < N ? p[3 * B_SPREAD] : 0.f);
+                b_next[l] = make_float4(in && c < N ? p[0] : 0.f, in && c + 1 < N ? p[1] : 0.f,
+                                        in && c + 2 < N ? p[2] : 0.f, in && c + 3 < N ? p[3] : 0.f);
             }
         }
     };
@@ -159,16 +140,7 @@ gemm_coarsened(const float* __restrict__ A, const float* __restrict__ B, float* 
 #pragma unroll
         for (int l = 0; l < B_LOADS; ++l) {
             const int f = tid + l * THREADS;
-            float* row = Bs[buf][f / (BN / 4)];
-            if (vec) {
-                *reinterpret_cast<float4*>(&row[(f % (BN / 4)) * 4]) = b_next[l];
-            } else {
-                const int c = b_column(f);
-                row[c] = b_next[l].x;
-                row[c + B_SPREAD] = b_next[l].y;
-                row[c + 2 * B_SPREAD] = b_next[l].z;
-                row[c + 3 * B_SPREAD] = b_next[l].w;
-            }
+            *reinterpret_cast<float4*>(&Bs[buf][f / (BN / 4)][(f % (BN / 4)) * 4]) = b_next[l];
         }
     };
 
