@@ -3,6 +3,8 @@
 # their aligned neighbours (lab/scripts/loads_analysis.py shapes). `gemmbench tune` runs once in
 # a git worktree of BASE and once here, each importing its own gemm, then loads_analysis.py
 # reports per shape the best candidate ÷ cuBLAS at both and the unaligned ÷ aligned gap.
+# The two tunes run in turn, not interleaved: run 56 (BASE = HEAD) read 0.95-0.96, so only a
+# change well over 5% shows here; judge smaller ones with `gemmbench gate` (heldout-evidence.sh).
 # Run after the bundle reset of lab/README.md, with GEMM_PYTHON=python3 on the GPU machine.
 # Usage: lab/scripts/loads-evidence.sh OUTDIR BASE   (env TUNE_BUDGET=50, TUNE_TIMEOUT=80 s a run)
 # OUTDIR gets shapes.txt, {base,head}-gemm.txt, {base,head}-tune.txt and .json, summary.md.
