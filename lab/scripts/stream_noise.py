@@ -7,13 +7,14 @@ placement_suite.py found that eight placements of the operands even out 2048³ b
 1024³ with the same spread over processes (0.59%). cuBLAS keeps a default workspace, and CuPy
 resets each call to it (cublasSetStream resets the workspace), so a placement cannot move it.
 Here each process prepares coarsened and cuBLAS at each shape as the suite does
-(``gemmbench.measure.prepare(..., placements=8)``) and takes ROUNDS round-robin rounds of:
-- "default": one launch on the current (null) stream, as the suite times it;
-- "streams": one launch on each of STREAMS non-blocking streams of its own;
-- "handles": one launch from each of HANDLES threads, each with a cuBLAS handle of its own
-  (CuPy keeps one handle per thread and device).
-``analyse``: within a process, the spread of the medians over streams and over handles; over
-processes, the spread of the default median and of the median over all streams or handles.
+(``gemmbench.measure.prepare(..., placements=8)``) and takes ROUNDS rounds, each of three
+launches of each variant, so the three modes get as many samples over the same time:
+- "default": on the current (null) stream, as the suite times it;
+- "streams": on the next of STREAMS non-blocking streams of its own, in turn;
+- "handles": from the next of HANDLES threads, each with a cuBLAS handle of its own (CuPy keeps
+  one handle per thread and device), in turn.
+``analyse``: over processes, the spread of each mode's median, and each mode's shift from the
+default (median over processes of the ratio).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 import fresh_processes
 from fresh_processes import spread
 
-ROUNDS, STREAMS, HANDLES, PLACEMENTS = 30, 6, 4, 8
+ROUNDS, STREAMS, HANDLES, PLACEMENTS = 120, 6, 4, 8
 SHAPES = ["1024x1024x1024", "2048x2048x2048", "2049x2049x2049", "16384x64x4096"]
 VARIANTS = ("coarsened", "cublas")
 
@@ -49,20 +50,14 @@ def one(args) -> dict:
                     timer.samples(launch, repeat=0, warmup=1)
             for thread in threads:
                 thread.submit(timer.samples, launch, repeat=0, warmup=1).result()
-        got: dict = {
-            v: {"default": [], "streams": [[] for _ in streams], "handles": [[] for _ in threads]}
-            for v in VARIANTS
-        }
-        for _ in range(ROUNDS):
+        got: dict = {v: {"default": [], "streams": [], "handles": []} for v in VARIANTS}
+        for r in range(ROUNDS):
             for variant, launch in launches.items():
                 got[variant]["default"].append(timer.time_once(launch))
-                for i, stream in enumerate(streams):
-                    with stream:
-                        got[variant]["streams"][i].append(timer.time_once(launch))
-                for i, thread in enumerate(threads):
-                    got[variant]["handles"][i].append(
-                        thread.submit(timer.time_once, launch).result()
-                    )
+                with streams[r % STREAMS]:
+                    got[variant]["streams"].append(timer.time_once(launch))
+                thread = threads[r % HANDLES]
+                got[variant]["handles"].append(thread.submit(timer.time_once, launch).result())
         record["shapes"][label] = got
         del launches
         fresh_processes.free_shape()
@@ -74,28 +69,18 @@ def one(args) -> dict:
 def analyse(records: list[dict]) -> None:
     median = statistics.median
     print(
-        f"{len(records)} processes, {ROUNDS} rounds, {STREAMS} streams, {HANDLES} handles; "
-        "spreads (max-min)/min"
+        f"{len(records)} processes, {ROUNDS} samples a mode, {STREAMS} streams, {HANDLES} "
+        "handles; spread over processes (max-min)/min, and shift from default"
     )
     for label in records[0]["shapes"]:
         for variant in VARIANTS:
             entries = [r["shapes"][label][variant] for r in records]
-            line = f"  {label:16} {variant:9}"
-            for mode in ("streams", "handles"):
-                within = [spread([median(s) for s in e[mode]]) for e in entries]
-                line += f" within over {mode}: median {median(within):.2f}% max {max(within):.2f}%;"
-            print(line)
-            default = [median(e["default"]) for e in entries]
-            pooled = {
-                mode: [median([x for s in e[mode] for x in s]) for e in entries]
-                for mode in ("streams", "handles")
-            }
-            shift = median(p / d for p, d in zip(pooled["streams"], default, strict=True))
-            print(
-                f"  {'':16} {'':9} over processes: default {spread(default):.2f}%, all streams "
-                f"{spread(pooled['streams']):.2f}%, all handles {spread(pooled['handles']):.2f}%; "
-                f"streams ÷ default {shift:.4f}"
-            )
+            level = {m: [median(e[m]) for e in entries] for m in ("default", "streams", "handles")}
+            cells = []
+            for mode, values in level.items():
+                shift = median(v / d for v, d in zip(values, level["default"], strict=True))
+                cells.append(f"{mode} {spread(values):.2f}% ({shift:.4f})")
+            print(f"  {label:16} {variant:9} " + ", ".join(cells))
 
 
 if __name__ == "__main__":
