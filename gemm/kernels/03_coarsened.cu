@@ -88,13 +88,11 @@ gemm_coarsened(const float* __restrict__ A, const float* __restrict__ B, float* 
     const int tid = threadIdx.x;
     const int row0 = blockIdx.y * BM, col0 = blockIdx.x * BN;
 
-    // float4 global accesses need every row start 16-byte aligned; otherwise that operand takes
-    // the scalar path. A's rows (stride K) and those of B and C (stride N) are judged apart, so
-    // a shape with only one of K and N off a multiple of 4 keeps the other's float4 loads. Each
-    // condition is the same for the whole grid, so no branch diverges.
-    const bool vec_a = (lda % 4 == 0) && reinterpret_cast<size_t>(A) % 16 == 0;
-    const bool vec_b = (N % 4 == 0) &&
-                       (reinterpret_cast<size_t>(B) | reinterpret_cast<size_t>(C)) % 16 == 0;
+    // float4 global accesses need every row start 16-byte aligned; otherwise take the scalar path.
+    // The condition is the same for the whole grid, so the branch never diverges.
+    const bool vec = (lda % 4 == 0) && (N % 4 == 0) &&
+                     ((reinterpret_cast<size_t>(A) | reinterpret_cast<size_t>(B) |
+                       reinterpret_cast<size_t>(C)) % 16 == 0);
 
     float4 a_next[A_LOADS], b_next[B_LOADS];
 
@@ -105,7 +103,7 @@ gemm_coarsened(const float* __restrict__ A, const float* __restrict__ B, float* 
             const int f = tid + l * THREADS;
             const int r = row0 + f / (BK / 4), k = k0 + (f % (BK / 4)) * 4;
             const float* p = A + (size_t)r * lda + k;
-            if (vec_a) {
+            if (vec) {
                 a_next[l] = (r < M && k < K) ? *reinterpret_cast<const float4*>(p)
                                              : make_float4(0.f, 0.f, 0.f, 0.f);
             } else {
@@ -119,7 +117,7 @@ gemm_coarsened(const float* __restrict__ A, const float* __restrict__ B, float* 
             const int f = tid + l * THREADS;
             const int k = k0 + f / (BN / 4), c = col0 + (f % (BN / 4)) * 4;
             const float* p = B + (size_t)k * N + c;
-            if (vec_b) {
+            if (vec) {
                 b_next[l] = (k < K && c < N) ? *reinterpret_cast<const float4*>(p)
                                              : make_float4(0.f, 0.f, 0.f, 0.f);
             } else {
@@ -237,7 +235,7 @@ gemm_coarsened(const float* __restrict__ A, const float* __restrict__ B, float* 
                 const int c = col0 + col1 + gj * STRIDE_N;
                 const float* v = &acc[gi * 4 + i][gj * 4];
                 float* p = C + (size_t)r * N + c;
-                if (vec_b && c < N) {
+                if (vec && c < N) {
                     *reinterpret_cast<float4*>(p) = make_float4(v[0], v[1], v[2], v[3]);
                 } else {
 #pragma unroll
