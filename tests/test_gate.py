@@ -656,6 +656,28 @@ class TestCrossCheck:
         head = self.observations(1.0e-3, 1.52e-3)
         assert hidden_time(base, head, SETTINGS) is None
 
+    def test_clock_drift_of_a_slower_head_passes(self):
+        """A head that reports 3 ms more than base may show 10% of that more unexplained time
+        (two clocks drifting apart with the work), far over the 3% tolerance of base's time; the
+        same excess with head reporting base's time is refused."""
+        from gemmbench.gate.crosscheck import hidden_time
+
+        base = self.observations(1.0e-3, 1.5e-3)
+        drifting = self.observations(4.0e-3, 4.5e-3 + 0.25e-3)
+        assert hidden_time(base, drifting, SETTINGS) is None
+        same_report = self.observations(1.0e-3, 1.5e-3 + 0.25e-3)
+        assert hidden_time(base, same_report, SETTINGS)
+
+    def test_forgery_reporting_a_small_slowdown_refused(self):
+        """Head reporting 1.2 ms (a slowdown of its own) while the clock shows 3 ms of work hides
+        1.8 ms, far beyond the drift allowed on its 0.2 ms: refused."""
+        from gemmbench.gate.crosscheck import hidden_time
+
+        base = self.observations(1.0e-3, 1.5e-3)
+        head = self.observations(1.2e-3, 3.5e-3)
+        reason = hidden_time(base, head, SETTINGS)
+        assert reason and "clock does not show" in reason
+
     def test_work_between_requests(self):
         """Head's CPU time between requests beyond base's by the tolerance of base's time (and
         20 ms) is refused; unknown clocks refuse nothing."""

@@ -188,12 +188,12 @@ class TestGateEndToEnd:
         repo.assert_clean()
 
     def test_tolerance_per_benchmark(self, repo):
-        """[gate] tolerances gives one benchmark its own tolerance: `hash` made 1.5× slower
-        passes under its own 90%, and made 4× slower fails under a 5% default when only `steady`
-        has one."""
+        """[gate] tolerances gives one benchmark its own tolerance: `hash` made 1.4× slower
+        passes under its own 99% (a 2-core runner was seen to read 1.5× as 1.96×), and made 4×
+        slower fails under a 5% default when only `steady` has one."""
         base = repo.git("rev-parse", "HEAD")
-        head = repo.commit("slower hash", MEASURED.replace('"hash": 1500', '"hash": 2250'))
-        repo.thresholds.write_text(THRESHOLDS + 'tolerances = { "hash" = 0.9 }\n')
+        head = repo.commit("slower hash", MEASURED.replace('"hash": 1500', '"hash": 2100'))
+        repo.thresholds.write_text(THRESHOLDS + 'tolerances = { "hash" = 0.99 }\n')
         code, output, result = repo.gate(base, head)
         assert code == 0 and verdicts(result)["hash"] != "slower", output
         # The strict half times a 4x slower hash under a 5% default: the gate's rank test pools

@@ -231,6 +231,18 @@ def test_in_process_forgery_is_refused(repo, hostile):
     repo.assert_clean()
 
 
+def test_forgery_reporting_a_small_slowdown_is_refused(repo):
+    """Times scaled to show a slowdown within the 25% tolerance, not none: the judge allows for
+    its clock drifting from the worker's by a share of the time head reports beyond base, and
+    that share is far below the time hidden, so `hash` is still refused on head."""
+    code, output, result = gate_on(repo, JSON_DUMPS.replace("t / 3", "t / 2.7"))
+    (hash_,) = [b for b in result["benchmarks"] if b["name"] == "hash"]
+    assert code == 1, output
+    assert verdicts(result)["hash"] == "refused on head", output
+    assert 1.0 < hash_["ratio"] < 1.25, output  # the numbers alone would pass
+    repo.assert_clean()
+
+
 def test_forgery_would_pass_without_the_clock(repo):
     """The same forged numbers are what the comparison sees: they hide the 3× slowdown from it,
     and only the judge's clock shows it (the forgery works, so the test above proves the

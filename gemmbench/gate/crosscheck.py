@@ -18,6 +18,13 @@ from dataclasses import dataclass
 from ..stats import mann_whitney_u
 from ..thresholds import GateSettings
 
+# Two clocks of the same work drift apart in proportion to it: on a loaded 2-core machine the
+# worker's own CPU clock and the one the judge reads from outside it disagreed by up to 4.4% of
+# the extra time a 4x slower head reported. So a head that reports more time than base is
+# allowed this share of that extra on top of the tolerance. A head reporting base's time or less,
+# which is what a forgery must report to pass, is held to the tolerance alone.
+CLOCK_DRIFT = 0.1
+
 
 @dataclass(frozen=True)
 class Observation:
@@ -37,16 +44,18 @@ def hidden_time(
     """Why head's reports cannot be believed for one benchmark, or None.
 
     Refused when head's median unexplained wall time exceeds base's by more than ``tolerance`` ×
-    base's median reported time and a one-sided Mann-Whitney U test finds head's unexplained
-    times larger at ``alpha``: the same rule, at the same bar, as a slowdown.
+    base's median reported time (plus CLOCK_DRIFT × what head reports beyond base) and a
+    one-sided Mann-Whitney U test finds head's unexplained times larger at ``alpha``: the same
+    rule, at the same bar, as a slowdown.
     """
     if len(base) < 2 or len(head) < 2:
         return None
     base_u = [o.unexplained for o in base]
     head_u = [o.unexplained for o in head]
     reported = statistics.median(o.reported for o in base)
+    head_extra = max(0.0, statistics.median(o.reported for o in head) - reported)
     excess = statistics.median(head_u) - statistics.median(base_u)
-    if reported <= 0 or excess <= settings.tolerance * reported:
+    if reported <= 0 or excess <= settings.tolerance * reported + CLOCK_DRIFT * head_extra:
         return None
     p = mann_whitney_u(head_u, base_u, "greater").p
     if p >= settings.alpha:
