@@ -42,6 +42,7 @@ gate() { # LABEL REPO HEAD [gate options...]: one recorded gate run against bran
     "$PY" -m gemmbench gate --repo "$where" --base base --head "$head" --gpus one \
         --json "$work/gate.json" "$@" >"$work/gate.log" 2>&1 || rc=$?
     { echo "##### $label: exit $rc, $((SECONDS - t0)) s"; cat "$work/gate.log"; } >>"$out/gates.log"
+    [[ -f $work/gate.json ]] && cp "$work/gate.json" "$out/gate-${label//[^A-Za-z0-9]/-}.json"
     local line
     line=$("$PY" - "$work/gate.json" <<'EOF' 2>/dev/null || echo "no gate.json"
 import json, sys
