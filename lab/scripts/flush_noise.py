@@ -18,11 +18,9 @@ against the memset's (median over processes of the ratio).
 
 from __future__ import annotations
 
-import statistics
 import sys
 
 import fresh_processes
-from fresh_processes import spread
 
 ROUNDS, PLACEMENTS = 120, 8
 SHAPES = ["1024x1024x1024", "2048x2048x2048", "2049x2049x2049", "16384x64x4096"]
@@ -70,14 +68,10 @@ def read_flush_timer(clock=None):
 
 
 def one(args) -> dict:
-    from gemmbench import measure
-
     memset_timer, record = fresh_processes.start()
     timers = {"memset": memset_timer, "read": read_flush_timer()}
-    record["shapes"] = {}
-    for label in args.shapes:
-        m, n, k = (int(x) for x in label.split("x"))
-        launches = {v: measure.prepare(v, m, n, k, placements=PLACEMENTS).launch for v in VARIANTS}
+
+    def rounds(launches: dict) -> dict:
         for launch in launches.values():
             for timer in timers.values():
                 timer.samples(launch, repeat=0, warmup=2)
@@ -87,27 +81,15 @@ def one(args) -> dict:
             for variant, launch in launches.items():
                 for mode in order:
                     got[variant][mode].append(timers[mode].time_once(launch))
-        record["shapes"][label] = got
-        del launches
-        fresh_processes.free_shape()
+        return got
+
+    record["shapes"] = fresh_processes.prepared_shapes(args.shapes, VARIANTS, PLACEMENTS, rounds)
     return record
 
 
 def analyse(records: list[dict]) -> None:
-    median = statistics.median
-    print(
-        f"{len(records)} processes, {ROUNDS} samples a mode; spread over processes (max-min)/min, "
-        "and read ÷ memset"
-    )
-    for label in records[0]["shapes"]:
-        for variant in VARIANTS:
-            entries = [r["shapes"][label][variant] for r in records]
-            level = {mode: [median(e[mode]) for e in entries] for mode in MODES}
-            shift = median(r / m for r, m in zip(level["read"], level["memset"], strict=True))
-            print(
-                f"  {label:16} {variant:9} memset {spread(level['memset']):.2f}%, "
-                f"read {spread(level['read']):.2f}%; read ÷ memset {shift:.4f}"
-            )
+    title = f"{ROUNDS} samples a mode"
+    fresh_processes.compare_modes(records, title, VARIANTS, MODES, "memset")
 
 
 if __name__ == "__main__":

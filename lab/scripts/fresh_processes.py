@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -20,6 +21,41 @@ import time
 def spread(values: list[float]) -> float:
     """(max - min) / min, in percent."""
     return (max(values) - min(values)) / min(values) * 100
+
+
+def prepared_shapes(shapes: list[str], variants, placements: int, take) -> dict:
+    """{label: take(launches)} for each shape, ``launches`` being {variant: launch} prepared as
+    the suite prepares them (gemmbench.measure.prepare with ``placements`` copies); each shape's
+    memory is freed before the next."""
+    from gemmbench import measure
+
+    taken = {}
+    for label in shapes:
+        m, n, k = (int(x) for x in label.split("x"))
+        launches = {v: measure.prepare(v, m, n, k, placements=placements).launch for v in variants}
+        taken[label] = take(launches)
+        del launches
+        free_shape()
+    return taken
+
+
+def compare_modes(records: list[dict], title: str, variants, modes, reference: str) -> None:
+    """Print ``title``, then per shape and variant each timing mode's spread over processes and
+    its level against ``reference``'s (median over processes of the ratio); a record holds
+    ``shapes[label][variant][mode]``, one list of samples per mode."""
+    median = statistics.median
+    print(
+        f"{len(records)} processes, {title}; spread over processes (max-min)/min, (level ÷ {reference})"
+    )
+    for label in records[0]["shapes"]:
+        for variant in variants:
+            entries = [r["shapes"][label][variant] for r in records]
+            level = {mode: [median(e[mode]) for e in entries] for mode in modes}
+            cells = []
+            for mode, values in level.items():
+                shift = median(v / r for v, r in zip(values, level[reference], strict=True))
+                cells.append(f"{mode} {spread(values):.2f}% ({shift:.4f})")
+            print(f"  {label:16} {variant:9} " + ", ".join(cells))
 
 
 def start() -> tuple[object, dict]:

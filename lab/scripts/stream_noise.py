@@ -19,12 +19,10 @@ default (median over processes of the ratio).
 
 from __future__ import annotations
 
-import statistics
 import sys
 from concurrent.futures import ThreadPoolExecutor
 
 import fresh_processes
-from fresh_processes import spread
 
 ROUNDS, STREAMS, HANDLES, PLACEMENTS = 120, 6, 4, 8
 SHAPES = ["1024x1024x1024", "2048x2048x2048", "2049x2049x2049", "16384x64x4096"]
@@ -34,15 +32,11 @@ VARIANTS = ("coarsened", "cublas")
 def one(args) -> dict:
     import cupy
 
-    from gemmbench import measure
-
     timer, record = fresh_processes.start()
     streams = [cupy.cuda.Stream(non_blocking=True) for _ in range(STREAMS)]
     threads = [ThreadPoolExecutor(max_workers=1) for _ in range(HANDLES)]
-    record["shapes"] = {}
-    for label in args.shapes:
-        m, n, k = (int(x) for x in label.split("x"))
-        launches = {v: measure.prepare(v, m, n, k, placements=PLACEMENTS).launch for v in VARIANTS}
+
+    def rounds(launches: dict) -> dict:
         for launch in launches.values():
             timer.samples(launch, repeat=0, warmup=2)
             for stream in streams:
@@ -58,29 +52,18 @@ def one(args) -> dict:
                     got[variant]["streams"].append(timer.time_once(launch))
                 thread = threads[r % HANDLES]
                 got[variant]["handles"].append(thread.submit(timer.time_once, launch).result())
-        record["shapes"][label] = got
-        del launches
-        fresh_processes.free_shape()
+        return got
+
+    record["shapes"] = fresh_processes.prepared_shapes(args.shapes, VARIANTS, PLACEMENTS, rounds)
     for thread in threads:
         thread.shutdown()
     return record
 
 
 def analyse(records: list[dict]) -> None:
-    median = statistics.median
-    print(
-        f"{len(records)} processes, {ROUNDS} samples a mode, {STREAMS} streams, {HANDLES} "
-        "handles; spread over processes (max-min)/min, and shift from default"
-    )
-    for label in records[0]["shapes"]:
-        for variant in VARIANTS:
-            entries = [r["shapes"][label][variant] for r in records]
-            level = {m: [median(e[m]) for e in entries] for m in ("default", "streams", "handles")}
-            cells = []
-            for mode, values in level.items():
-                shift = median(v / d for v, d in zip(values, level["default"], strict=True))
-                cells.append(f"{mode} {spread(values):.2f}% ({shift:.4f})")
-            print(f"  {label:16} {variant:9} " + ", ".join(cells))
+    title = f"{ROUNDS} samples a mode, {STREAMS} streams, {HANDLES} handles"
+    modes = ("default", "streams", "handles")
+    fresh_processes.compare_modes(records, title, VARIANTS, modes, "default")
 
 
 if __name__ == "__main__":
