@@ -118,7 +118,9 @@ _SPEEDUP_KEYS = {
 }
 _GATE_KEYS = {
     "tolerance": _Key(
-        float, lambda v: 0 <= v < MAX_TOLERANCE, "a number in [0, 1), e.g. 0.03 for 3%"
+        float,
+        lambda v: 0 <= v < MAX_TOLERANCE,
+        f"a number in [0, {MAX_TOLERANCE:g}), e.g. 0.03 for 3%",
     ),
     "alpha": _Key(float, lambda v: 0 < v < 0.5, "a number in (0, 0.5), e.g. 0.002"),
     "rounds": _Key(int, lambda v: 2 <= v <= MAX_ROUNDS, f"a whole number from 2 to {MAX_ROUNDS}"),
