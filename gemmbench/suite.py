@@ -33,10 +33,13 @@ BASELINE = CONFIG.baseline
 # setup_cache process, which asv runs before any benchmark process of the class: each pair of
 # launches is ours then the baseline's, alternated so drifts of clock or temperature hit both
 # alike; TFLOP/s is flops over the median of ours, the ratio the median of ours over the median of
-# theirs. At least TRACK_PAIRS[0] and at most TRACK_PAIRS[1] pairs, stopping after TRACK_PAIRS[2]
-# seconds once the least is reached, so short kernels, the noisiest, get the most pairs; the
-# long ones (naive at 4096³, 37 ms a pair) agree within 0.05% from commit to commit on the least.
-TRACK_PAIRS = (21, 101, 0.25)
+# theirs. A shape's variants take their pairs in turn, round by round, so each figure's samples
+# spread over the shape's whole time: a kernel's level wanders over tens of milliseconds, and a
+# figure taken in one short stretch keeps that stretch's level (docs/benchmarks.md, "Processes
+# and samples"). At least TRACK_PAIRS[0] and at most TRACK_PAIRS[1] rounds, stopping once the
+# least is reached and TRACK_PAIRS[2] seconds per variant have passed; the long kernels (naive at
+# 4096³, 37 ms a pair) agree within 0.05% from commit to commit on the least.
+TRACK_PAIRS = (21, 400, 0.25)
 TRACKS = ("track_tflops", "track_time_vs_cublas")
 # `gemmbench history` passes its asv --bench patterns here too (asv_process.BENCH_PATTERNS_ENV),
 # so setup_cache measures only the pairs whose track series the run stores: none for a
@@ -220,30 +223,42 @@ def measure_tracks(pairs: list[tuple] | None = None) -> dict:
                 baseline = prepare(BASELINE, label)
             except Exception as exc:
                 baseline_error = _one_line(exc)
+        launches = {}
         for variant in variants:
             try:
-                ours = prepare(variant, label)
+                launches[variant] = prepare(variant, label)
             except Exception as exc:
                 figures[(variant, label)] = {"error": _one_line(exc)}
-                continue
-            figures[(variant, label)] = _pairs(timer, ours, baseline, baseline_error, label)
+        for variant, figure in _pairs_in_turn(timer, launches, baseline).items():
+            figures[(variant, label)] = _track_figure(figure, baseline, baseline_error, label)
         prepare.cache_clear()  # frees this shape's inputs and outputs before the next shape's
     history_phases.mark("measure")
     return figures
 
 
-def _pairs(timer, ours, baseline, baseline_error: str | None, label: str) -> dict:
-    """Alternate launches of ours and the baseline's (TRACK_PAIRS); their figures."""
+def _pairs_in_turn(timer, launches: dict, baseline) -> dict:
+    """Rounds of one pair per variant, ours then the baseline's (TRACK_PAIRS), the variants of
+    ``launches`` in turn; ``{variant: (our samples, the baseline's samples)}``."""
     least, most, seconds = TRACK_PAIRS
-    for launch in (ours, baseline):
+    for launch in [*launches.values(), baseline]:
         if launch is not None:
             timer.samples(launch, repeat=0, warmup=2)
-    mine, theirs = [], []
-    started = time.perf_counter()
-    while len(mine) < most and (len(mine) < least or time.perf_counter() - started < seconds):
-        mine.append(timer.time_once(ours))
-        if baseline is not None:
-            theirs.append(timer.time_once(baseline))
+    taken = {variant: ([], []) for variant in launches}
+    budget = seconds * len(launches)
+    started, rounds = time.perf_counter(), 0
+    while launches and rounds < most and (rounds < least or time.perf_counter() - started < budget):
+        for variant, launch in launches.items():
+            mine, theirs = taken[variant]
+            mine.append(timer.time_once(launch))
+            if baseline is not None:
+                theirs.append(timer.time_once(baseline))
+        rounds += 1
+    return taken
+
+
+def _track_figure(taken: tuple, baseline, baseline_error: str | None, label: str) -> dict:
+    """TFLOP/s and time relative to the baseline from one variant's pairs."""
+    mine, theirs = taken
     figure = {"tflops": flops(label) / statistics.median(mine) / 1e12 if flops(label) else None}
     if baseline is not None:
         figure["vs_baseline"] = statistics.median(mine) / statistics.median(theirs)
@@ -292,12 +307,13 @@ class Suite:
     # CUDA events around each launch, so asv's samples, CIs and tests are on GPU time alone.
     timer = DEVICE_CLOCK
     number = 1  # one launch per sample: event resolution is far below the shortest kernel here
-    # One process per benchmark and commit, with the samples three processes of 15-40 used to
-    # pool: at least 45 and at most 120, stopping after ~1 s (the 34 ms naive 4096³ takes 45, and
-    # kernels over 8 ms, which agree within 0.05% from commit to commit, fewer than 120).
-    # Each process pays its own start, context, check and exit; docs/benchmarks.md ("Processes
-    # and samples") weighs that against the process-to-process noise a second process samples.
-    repeat = (45, 120, 1.0)
+    # One process per benchmark and commit: at least 45 samples and at most 480, stopping after
+    # ~0.35 s (asv's wall clock). A kernel's level wanders over tens of milliseconds, so a short
+    # kernel's figure needs its samples spread over more of them than 120 samples (~0.1 s) give;
+    # the 34 ms naive 4096³ takes 45, and kernels over 8 ms agree within 0.05% from commit to
+    # commit on the least. Each process pays its own start, context, check and exit;
+    # docs/benchmarks.md ("Processes and samples") weighs that against a second process.
+    repeat = (45, 480, 0.35)
     rounds = 1
     warmup_time = 0.1  # a few launches bring the SM clock up before the first sample
     timeout = 180

@@ -130,6 +130,39 @@ class TestDiscovery:
         # the series names are the ones asv discovered
         assert discovered["bench_gemm.Gemm.track_tflops"].name == "bench_gemm.Gemm.track_tflops"
 
+    def test_track_pairs_take_variants_in_turn(self, monkeypatch):
+        """setup_cache's pairs at a shape go round by round, each variant's launch then the
+        baseline's, the variants in turn, so each figure's samples spread over the shape's whole
+        time; at least TRACK_PAIRS[0] rounds, at most TRACK_PAIRS[1] however long the budget."""
+        suite = common.suite
+        times = {"ours-a": 1.0, "ours-b": 2.0, "base": 4.0}
+
+        class Timer:
+            def __init__(self):
+                self.timed = []
+
+            def samples(self, launch, repeat, warmup):
+                assert repeat == 0  # warm-up only
+                return []
+
+            def time_once(self, launch):
+                self.timed.append(launch)
+                return times[launch]
+
+        launches = {"a": "ours-a", "b": "ours-b"}
+        for pairs, rounds in (((3, 10, 0.0), 3), ((1, 4, 3600.0), 4)):
+            monkeypatch.setattr(suite, "TRACK_PAIRS", pairs)
+            timer = Timer()
+            taken = suite._pairs_in_turn(timer, launches, "base")
+            assert timer.timed == ["ours-a", "base", "ours-b", "base"] * rounds
+            assert taken == {
+                "a": ([1.0] * rounds, [4.0] * rounds),
+                "b": ([2.0] * rounds, [4.0] * rounds),
+            }
+        figure = suite._track_figure(taken["b"], "base", None, HISTORY_SHAPES[0])
+        assert figure["vs_baseline"] == 0.5
+        assert figure["tflops"] == pytest.approx(2 * 1024**3 / 2.0 / 1e12)
+
     def test_no_device_is_each_benchmarks_reason(self, monkeypatch):
         """Without a usable GPU, setup_cache still returns (asv would otherwise skip every
         benchmark with "setup_cache failed" and no reason), and each track fails with it."""
