@@ -26,18 +26,21 @@ import fresh_processes
 from fresh_processes import spread
 
 PLACEMENTS = 8
-OLD_REPEAT = (45, 120, 1.0)
+OLD_REPEAT, OLD_WARMUP_TIME = (45, 120, 1.0), 0.1
 OLD_TRACK_PAIRS = (21, 101, 0.25)
 SHAPES = ["1024x1024x1024", "16384x64x4096", "2048x2048x2048"]
 
 
 def asv_samples(timer, launch, repeat: tuple, warmup_time: float) -> list[float]:
-    """Samples as asv_runner takes them: warm-up for ``warmup_time`` s, then at least repeat[0]
-    and at most repeat[1], stopping once repeat[2] s of wall time have passed."""
+    """Samples as asv_runner takes them of the suite's time_gemm: warm-up calls for
+    ``warmup_time`` s, then at least repeat[0] and at most repeat[1], stopping once repeat[2] s
+    of wall time have passed. Each call is a timed launch that waits for its end, as time_gemm's
+    is (run 66 warmed up with bare launches, which queued up to ~0.25 s of work the first
+    sample then waited for: its time_gemm figures are void)."""
     least, most, seconds = repeat
     started = time.perf_counter()
     while time.perf_counter() - started < warmup_time:
-        launch()
+        timer.time_once(launch)
     started = time.perf_counter()
     samples: list[float] = []
     while len(samples) < most and (len(samples) < least or time.perf_counter() - started < seconds):
@@ -73,14 +76,19 @@ def one(args) -> dict:
             v: measure.prepare(v, m, n, k, placements=PLACEMENTS).launch
             for v in suite.VARIANT_NAMES
         }
-        ways = [("short", OLD_REPEAT), ("spread", suite.Suite.repeat)]
+        ways = [("short", OLD_REPEAT, OLD_WARMUP_TIME), ("spread", suite.Suite.repeat, None)]
         for variant, launch in launches.items():
-            for way, repeat in ways[::-1] if flip else ways:
-                samples = asv_samples(timer, launch, repeat, suite.Suite.warmup_time)
+            for way, repeat, warmup_time in ways[::-1] if flip else ways:
+                warmup_time = suite.Suite.warmup_time if warmup_time is None else warmup_time
+                samples = asv_samples(timer, launch, repeat, warmup_time)
                 record["figures"][f"time {label} {variant} {way}"] = [
                     statistics.median(samples),
                     len(samples),
                 ]
+        if args.parts == "time":
+            del launches
+            fresh_processes.free_shape()
+            continue
         baseline = launches[suite.BASELINE]
         tracks = [("each", each_in_one_stretch), ("in turn", suite._pairs_in_turn)]
         for way, take in tracks[::-1] if flip else tracks:
@@ -101,6 +109,11 @@ def one(args) -> dict:
 def analyse(records: list[dict]) -> None:
     figures = records[0]["figures"]
     series = sorted({key.rsplit(" ", 1)[0] for key in figures if not key.endswith(" turn")})
+    series = [
+        name
+        for name in series
+        if f"{name} {('short' if name.startswith('time') else 'each')}" in figures
+    ]
     pairs = {
         "time": ("short", "spread"),
         "tflops": ("each", "in turn"),
@@ -125,12 +138,13 @@ def analyse(records: list[dict]) -> None:
 
 def add_arguments(parser) -> None:
     fresh_processes.add_shapes(sys.modules[__name__], parser)
-    parser.add_argument("--index", type=int, default=0, help=None)
+    parser.add_argument("--parts", choices=("all", "time"), default="all")
+    parser.add_argument("--index", type=int, default=0)
 
 
 def one_argv(args, index: int) -> list[str]:
     """Every other process takes the new way first."""
-    return ["--shapes", *args.shapes, "--index", str(index)]
+    return ["--shapes", *args.shapes, "--parts", args.parts, "--index", str(index)]
 
 
 if __name__ == "__main__":
