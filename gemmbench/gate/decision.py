@@ -88,7 +88,8 @@ def compare(
 
     slower: median ratio head/base > 1 + tolerance and one-sided p(head > base) < alpha.
     faster: the mirror image. unstable: a side's per-round spread (IQR / median) exceeds
-    max_spread, unless the change exceeds tolerance + spread and is significant anyway.
+    max_spread, unless the change exceeds tolerance + spread and is significant anyway; or the
+    ratio exceeds 1 + tolerance without p < alpha.
     A canary that is slower or faster has "drift": the machine changed, not the code.
     """
     c = Comparison(name, list(base), list(head), canary=canary, flops=flops)
@@ -118,13 +119,17 @@ def compare(
     elif faster:
         c.verdict = FASTER
         c.detail = f"{1 - c.ratio:.1%} faster, p = {c.p_faster:.2g}"
+    elif c.ratio > 1 + tol:
+        # Slower beyond tolerance, yet the rounds disagree (with 8 rounds one disturbed round
+        # can lift p above 0.002): the run cannot tell a regression from noise, so it never passes.
+        c.verdict = UNSTABLE
+        c.detail = (
+            f"{c.ratio - 1:.1%} slower but not significant (p = {c.p_slower:.2g} ≥ {alpha:g}): "
+            "the rounds disagree"
+        )
     else:
         c.verdict = SAME
-        if c.ratio > 1 + tol:
-            c.detail = (
-                f"{c.ratio - 1:.1%} slower but not significant (p = {c.p_slower:.2g} ≥ {alpha:g})"
-            )
-        elif c.ratio > 1 and c.p_slower < alpha:
+        if c.ratio > 1 and c.p_slower < alpha:
             c.detail = f"{c.ratio - 1:.1%} slower, significant but within tolerance {tol:.1%}"
     return c
 
