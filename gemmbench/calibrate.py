@@ -27,7 +27,15 @@ from . import exitcodes
 from . import gate as gate_api
 from . import thresholds as thresholds_mod
 from .cli import OneLineErrorParser, cannot_write
-from .gate.decision import INCONCLUSIVE, INFRA, INTERRUPTED, PASS, REGRESSION, USAGE
+from .gate.decision import (
+    INCONCLUSIVE,
+    INFRA,
+    INTERRUPTED,
+    PASS,
+    REGRESSION,
+    USAGE,
+    only_uncertain,
+)
 from .stats import smallest_p
 
 # The tolerance is the worst A/A deviation seen × this factor. The worst of N ≈ 10 runs sits
@@ -275,13 +283,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                 + ", ".join(f"{c.name} {c.ratio - 1:+.2%}" for c in report.comparisons if c.ratio)
                 + f" ({report.meta['wall_s']:.1f} s)"
             )
-            if report.status == INCONCLUSIVE:
+            # An A/A benchmark beyond tolerance without significance is the deviation measured
+            # here; a machine problem or an untrustworthy canary is not.
+            if report.status == INCONCLUSIVE and not only_uncertain(report):
                 raise CalibrationError(
                     exitcodes.INCONCLUSIVE,
                     f"A/A run {i + 1} was inconclusive ({'; '.join(report.reasons)}); the machine "
                     "is not quiet enough to calibrate on: nothing written",
                 )
-            if report.status not in (PASS, REGRESSION):
+            if report.status not in (PASS, REGRESSION, INCONCLUSIVE):
                 code = exitcodes.INFRASTRUCTURE if report.status == INFRA else exitcodes.FAILED
                 raise CalibrationError(code, f"A/A run {i + 1}: {report.status}")
     except CalibrationError as exc:

@@ -23,6 +23,7 @@ from gemmbench.gate.decision import (
     REGRESSION,
     SAME,
     SLOWER,
+    UNCERTAIN,
     UNSTABLE,
     Comparison,
     Report,
@@ -164,7 +165,7 @@ class TestCompare:
         """Three rounds a side cannot reach p < 0.002, so 10% slower is not called a regression,
         nor a pass: the run is inconclusive."""
         c = compare("coarsened-4096", rounds(5e-3, n=3), rounds(5.5e-3, n=3, seed=1), SETTINGS)
-        assert c.verdict == UNSTABLE
+        assert c.verdict == UNCERTAIN
         assert "not significant" in c.detail
 
     def test_one_disturbed_round_of_eight_never_passes_a_slowdown(self):
@@ -177,8 +178,32 @@ class TestCompare:
         c = compare("hash", base, head, SETTINGS)
         assert SETTINGS.alpha <= c.p_slower
         assert c.ratio > 1 + SETTINGS.tolerance
-        assert c.verdict == UNSTABLE and "the rounds disagree" in c.detail
+        assert c.verdict == UNCERTAIN and "the rounds disagree" in c.detail
         assert decide([c], [])[0] == INCONCLUSIVE
+
+    def test_uncertain_canary_or_machine_is_not_only_uncertain(self):
+        """only_uncertain (calibrate's test) holds for uncertain benchmarks alone: not when a
+        canary is the uncertain one, nor when the machine had a problem too."""
+        from gemmbench.gate.decision import only_uncertain
+
+        slow = rounds(5.5e-3, n=4, seed=1)  # 10% slower; four rounds cannot reach p < 0.002
+
+        def report(canary: bool, machine: list[str]):
+            c = compare(
+                "cublas-4096" if canary else "hash",
+                rounds(5e-3, n=4),
+                slow,
+                SETTINGS,
+                canary=canary,
+            )
+            assert c.verdict == UNCERTAIN
+            status, reasons = decide([c], machine)
+            assert status == INCONCLUSIVE
+            return Report(status, reasons, comparisons=[c])
+
+        assert only_uncertain(report(False, []))
+        assert not only_uncertain(report(True, []))
+        assert not only_uncertain(report(False, ["SM clock fell 20% during round 3"]))
 
     def test_faster(self):
         """A significant speed-up beyond tolerance is reported and does not fail."""

@@ -471,6 +471,52 @@ class TestCalibrateRules:
         assert code == 3 and len(err) == 1 and "calls for a tolerance of 120%" in err[0], err
         assert "nothing written" in err[0] and path.read_text() == THRESHOLDS
 
+    @pytest.mark.parametrize("canary", [False, True])
+    def test_uncertain_benchmark_is_measured_uncertain_canary_is_not(
+        self, tmp_path, monkeypatch, capsys, canary
+    ):
+        """An A/A run that is inconclusive only because a benchmark read beyond tolerance without
+        significance is the deviation calibrate measures: it goes on and reports a tolerance.
+        The same reading on a canary means the machine drifted: exit 3, nothing written."""
+        from gemmbench import calibrate, thresholds
+        from gemmbench.gate import decision
+
+        path = tmp_path / "thresholds.toml"
+        path.write_text(THRESHOLDS)
+        config = thresholds.load(path)
+        settings = config.gate
+
+        def a_a_run(args, where):
+            a_a_run.calls += 1
+            base = [1.0 + 0.01 * i for i in range(settings.rounds)]
+            # the second run: head's rounds spread across base's, its median 30% higher
+            head = (
+                base
+                if a_a_run.calls == 1
+                else [x * (1.6 if i % 2 else 1.0) for i, x in enumerate(base)]
+            )
+            compared = decision.compare("hash", base, head, settings, canary=canary)
+            status, reasons = decision.decide([compared], [])
+            meta = {"wall_s": 1.0, "measure_s": 0.6, "startup_s": 0.4, "gpu": "CPU double"}
+            return decision.Report(
+                status, reasons, comparisons=[compared], meta=meta, config=config
+            )
+
+        a_a_run.calls = 0
+        monkeypatch.setattr(calibrate, "one_run", a_a_run)
+        code = calibrate.main(
+            ["--runs", "2", "--thresholds", str(path), "--gpu", "CPU double", "--dry-run"]
+        )
+        out, err = capsys.readouterr()
+        assert a_a_run.calls == 2
+        assert "A/A run 2/2: inconclusive" in err
+        if canary:
+            assert code == 3 and "not quiet enough" in err and "canary hash" in err
+        else:
+            assert code == 0 and "not quiet enough" not in err
+            assert "would get {'tolerance': 0.586}" in out  # twice the 29.3% it measured
+        assert path.read_text() == THRESHOLDS
+
     def test_tolerance(self):
         """Twice the worst deviation, rounded up to 0.1%, never below the 0.5% floor."""
         from gemmbench.calibrate import tolerance_for

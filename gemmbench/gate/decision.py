@@ -33,11 +33,12 @@ EXIT_CODES = {
 }
 
 # Per-benchmark verdicts.
-SAME, SLOWER, FASTER, UNSTABLE, DRIFT, BROKEN, NEW, FORGED = (
+SAME, SLOWER, FASTER, UNSTABLE, UNCERTAIN, DRIFT, BROKEN, NEW, FORGED = (
     "same",
     "slower",
     "faster",
     "unstable",
+    "uncertain",
     "drift",
     "broken on head",
     "new on head",
@@ -88,8 +89,8 @@ def compare(
 
     slower: median ratio head/base > 1 + tolerance and one-sided p(head > base) < alpha.
     faster: the mirror image. unstable: a side's per-round spread (IQR / median) exceeds
-    max_spread, unless the change exceeds tolerance + spread and is significant anyway; or the
-    ratio exceeds 1 + tolerance without p < alpha.
+    max_spread, unless the change exceeds tolerance + spread and is significant anyway.
+    uncertain: the ratio exceeds 1 + tolerance without p < alpha.
     A canary that is slower or faster has "drift": the machine changed, not the code.
     """
     c = Comparison(name, list(base), list(head), canary=canary, flops=flops)
@@ -122,7 +123,7 @@ def compare(
     elif c.ratio > 1 + tol:
         # Slower beyond tolerance, yet the rounds disagree (with 8 rounds one disturbed round
         # can lift p above 0.002): the run cannot tell a regression from noise, so it never passes.
-        c.verdict = UNSTABLE
+        c.verdict = UNCERTAIN
         c.detail = (
             f"{c.ratio - 1:.1%} slower but not significant (p = {c.p_slower:.2g} ≥ {alpha:g}): "
             "the rounds disagree"
@@ -215,7 +216,8 @@ def decide(comparisons: Sequence[Comparison], machine: Sequence[str]) -> tuple[s
 
     A head that broke a benchmark fails whatever the machine did. Otherwise any machine problem,
     canary drift or unstable canary makes the run inconclusive, since none of the timings can be
-    trusted. Then any slower benchmark fails the gate, and any unstable one is inconclusive.
+    trusted. Then any slower benchmark fails the gate, and any unstable or uncertain one is
+    inconclusive.
     """
     broken = [c for c in comparisons if c.verdict in HEAD_AT_FAULT]
     if broken:
@@ -223,14 +225,26 @@ def decide(comparisons: Sequence[Comparison], machine: Sequence[str]) -> tuple[s
             f"{c.name} {'failed' if c.verdict == BROKEN else 'was refused'} on head: {c.detail}"
             for c in broken
         ]
-    canaries = [c for c in comparisons if c.canary and c.verdict in (DRIFT, UNSTABLE)]
+    canaries = [c for c in comparisons if c.canary and c.verdict in (DRIFT, UNSTABLE, UNCERTAIN)]
     untrusted = list(machine) + [f"canary {c.name}: {c.detail}" for c in canaries]
     if untrusted:
         return INCONCLUSIVE, untrusted
     slower = [c for c in comparisons if c.verdict == SLOWER]
     if slower:
         return REGRESSION, [f"{c.name} is {c.detail}" for c in slower]
-    unstable = [c for c in comparisons if c.verdict == UNSTABLE]
+    unstable = [c for c in comparisons if c.verdict in (UNSTABLE, UNCERTAIN)]
     if unstable:
-        return INCONCLUSIVE, [f"{c.name}: {c.detail}" for c in unstable]
+        return INCONCLUSIVE, [_reason(c) for c in unstable]
     return PASS, []
+
+
+def _reason(c: Comparison) -> str:
+    return f"{c.name}: {c.detail}"
+
+
+def only_uncertain(report: Report) -> bool:
+    """Whether an inconclusive run is so only because benchmarks (not canaries) were uncertain:
+    slower beyond tolerance without significance. In an A/A run that is the deviation calibrate
+    measures, not a machine it cannot trust."""
+    own = {_reason(c) for c in report.comparisons if c.verdict == UNCERTAIN and not c.canary}
+    return report.status == INCONCLUSIVE and bool(own) and set(report.reasons) <= own
