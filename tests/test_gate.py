@@ -450,6 +450,16 @@ class TestOutputs:
         report.comparisons[0].detail = "a|b"
         assert "a\\|b" in render_markdown(report)
 
+    def test_every_verdict_has_a_cell(self):
+        """Each verdict the gate gives renders in the summary's table, with its word."""
+        from gemmbench.gate.decision import VERDICTS
+
+        for verdict in VERDICTS:
+            report = sample_report()
+            report.comparisons[0].verdict = verdict
+            row = next(r for r in render_markdown(report).splitlines() if "| coarsened-4096 |" in r)
+            assert verdict in row.split("|")[5], (verdict, row)
+
     @pytest.mark.parametrize("status", [PASS, INCONCLUSIVE, INFRA])
     def test_headlines(self, status):
         """Each outcome has its own headline; inconclusive says to rerun."""

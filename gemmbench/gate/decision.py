@@ -33,7 +33,7 @@ EXIT_CODES = {
 }
 
 # Per-benchmark verdicts.
-SAME, SLOWER, FASTER, UNSTABLE, UNCERTAIN, DRIFT, BROKEN, NEW, FORGED = (
+VERDICTS = (
     "same",
     "slower",
     "faster",
@@ -44,6 +44,7 @@ SAME, SLOWER, FASTER, UNSTABLE, UNCERTAIN, DRIFT, BROKEN, NEW, FORGED = (
     "new on head",
     "refused on head",
 )
+SAME, SLOWER, FASTER, UNSTABLE, UNCERTAIN, DRIFT, BROKEN, NEW, FORGED = VERDICTS
 # Verdicts that fail the gate whatever the machine did: head's code is at fault, not the clock.
 HEAD_AT_FAULT = (BROKEN, FORGED)
 

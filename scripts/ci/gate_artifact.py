@@ -23,6 +23,7 @@ VERDICTS = (
     "slower",
     "faster",
     "unstable",
+    "uncertain",
     "drift",
     "broken on head",
     "new on head",

@@ -63,6 +63,7 @@ CELLS = {
     "faster": "✅ faster",
     "slower": "❌ slower",
     "unstable": "⚠️ unstable",
+    "uncertain": "⚠️ uncertain",
     "drift": "⚠️ drift",
     "broken on head": "❌ broken on head",
     "new on head": "— new on head",
