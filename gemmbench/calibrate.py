@@ -27,15 +27,7 @@ from . import exitcodes
 from . import gate as gate_api
 from . import thresholds as thresholds_mod
 from .cli import OneLineErrorParser, cannot_write
-from .gate.decision import (
-    INCONCLUSIVE,
-    INFRA,
-    INTERRUPTED,
-    PASS,
-    REGRESSION,
-    USAGE,
-    only_uncertain,
-)
+from .gate.decision import INCONCLUSIVE, INFRA, INTERRUPTED, PASS, REGRESSION, USAGE
 from .stats import smallest_p
 
 # The tolerance is the worst A/A deviation seen × this factor. The worst of N ≈ 10 runs sits
@@ -177,7 +169,7 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
             {
                 0: "calibrated",
                 1: "an A/A run failed on a broken benchmark",
-                3: "inconclusive (a run was throttled or unstable: nothing written)",
+                3: "inconclusive (a run was throttled or unstable, or too noisy: nothing written)",
             },
         ),
     )
@@ -285,7 +277,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
             # An A/A benchmark beyond tolerance without significance is the deviation measured
             # here; a machine problem or an untrustworthy canary is not.
-            if report.status == INCONCLUSIVE and not only_uncertain(report):
+            if report.status == INCONCLUSIVE and not gate_api.only_uncertain(report):
                 raise CalibrationError(
                     exitcodes.INCONCLUSIVE,
                     f"A/A run {i + 1} was inconclusive ({'; '.join(report.reasons)}); the machine "

@@ -35,10 +35,11 @@ BASELINE = CONFIG.baseline
 # alike; TFLOP/s is flops over the median of ours, the ratio the median of ours over the median of
 # theirs. A shape's variants take their pairs in turn, round by round, so each figure's samples
 # spread over the shape's whole time: a kernel's level wanders over tens of milliseconds, and a
-# figure taken in one short stretch keeps that stretch's level (docs/benchmarks.md, "Processes
-# and samples"). At least TRACK_PAIRS[0] and at most TRACK_PAIRS[1] rounds, stopping once the
-# least is reached and TRACK_PAIRS[2] seconds per variant have passed; the long kernels (naive at
-# 4096³, 37 ms a pair) agree within 0.05% from commit to commit on the least.
+# figure taken in one short stretch keeps that stretch's level. (In a history the tracks still
+# share this one process's level per commit, which no window evens out.) At least
+# TRACK_PAIRS[0] and at most TRACK_PAIRS[1] rounds, stopping once the least is reached and
+# TRACK_PAIRS[2] seconds per variant have passed; the long kernels (naive at 4096³, 37 ms a pair)
+# agree within 0.05% from commit to commit on the least.
 TRACK_PAIRS = (21, 400, 0.25)
 TRACKS = ("track_tflops", "track_time_vs_cublas")
 # `gemmbench history` passes its asv --bench patterns here too (asv_process.BENCH_PATTERNS_ENV),
@@ -311,8 +312,8 @@ class Suite:
     # ~0.35 s (asv's wall clock). A kernel's level wanders over tens of milliseconds, so a short
     # kernel's figure needs its samples spread over more of them than 120 samples (~0.1 s) give;
     # the 34 ms naive 4096³ takes 45, and kernels over 8 ms agree within 0.05% from commit to
-    # commit on the least. Each process pays its own start, context, check and exit;
-    # docs/benchmarks.md ("Processes and samples") weighs that against a second process.
+    # commit on the least. Each process pays its own start, context, check and exit (~0.8 s),
+    # which is why a benchmark has one process, not several.
     repeat = (45, 480, 0.35)
     rounds = 1
     # Launches bring the SM clock up before the first sample; the check's launches came just

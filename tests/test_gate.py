@@ -202,6 +202,9 @@ class TestCompare:
             return Report(status, reasons, comparisons=[c])
 
         assert only_uncertain(report(False, []))
+        fast = compare("cublas-4096", slow, rounds(5e-3, n=4), SETTINGS, canary=True)
+        assert fast.verdict == UNCERTAIN and "faster but not significant" in fast.detail
+        assert compare("hash", slow, rounds(5e-3, n=4), SETTINGS).verdict == SAME
         assert not only_uncertain(report(True, []))
         assert not only_uncertain(report(False, ["SM clock fell 20% during round 3"]))
 

@@ -8,7 +8,7 @@ several GPUs call :func:`run_gate` too.
 from __future__ import annotations
 
 from .cli import main, parse_args
-from .decision import EXIT_CODES, HEAD_AT_FAULT, Comparison, Report
+from .decision import EXIT_CODES, HEAD_AT_FAULT, Comparison, Report, only_uncertain
 from .names import MEASURED_PACKAGE, TITLE
 from .options import (
     DEFAULT_PROVIDER,
@@ -34,6 +34,7 @@ __all__ = [
     "bounded_float",
     "bounded_int",
     "main",
+    "only_uncertain",
     "parse_args",
     "progress",
     "run_gate",

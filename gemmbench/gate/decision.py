@@ -91,7 +91,7 @@ def compare(
     slower: median ratio head/base > 1 + tolerance and one-sided p(head > base) < alpha.
     faster: the mirror image. unstable: a side's per-round spread (IQR / median) exceeds
     max_spread, unless the change exceeds tolerance + spread and is significant anyway.
-    uncertain: the ratio exceeds 1 + tolerance without p < alpha.
+    uncertain: the ratio exceeds 1 + tolerance without p < alpha (a canary's, either way).
     A canary that is slower or faster has "drift": the machine changed, not the code.
     """
     c = Comparison(name, list(base), list(head), canary=canary, flops=flops)
@@ -121,14 +121,17 @@ def compare(
     elif faster:
         c.verdict = FASTER
         c.detail = f"{1 - c.ratio:.1%} faster, p = {c.p_faster:.2g}"
-    elif c.ratio > 1 + tol:
-        # Slower beyond tolerance, yet the rounds disagree (with 8 rounds one disturbed round
-        # can lift p above 0.002): the run cannot tell a regression from noise, so it never passes.
+    elif c.ratio > 1 + tol or (canary and c.ratio < 1 / (1 + tol)):
+        # Beyond tolerance, yet the rounds disagree (with 8 rounds one disturbed round can lift p
+        # above 0.002): the run cannot tell a regression, or a canary's drift either way, from
+        # noise, so it never passes.
         c.verdict = UNCERTAIN
-        c.detail = (
-            f"{c.ratio - 1:.1%} slower but not significant (p = {c.p_slower:.2g} ≥ {alpha:g}): "
-            "the rounds disagree"
+        change, p = (
+            (f"{c.ratio - 1:.1%} slower", c.p_slower)
+            if c.ratio > 1
+            else (f"{1 - c.ratio:.1%} faster", c.p_faster)
         )
+        c.detail = f"{change} but not significant (p = {p:.2g} ≥ {alpha:g}): the rounds disagree"
     else:
         c.verdict = SAME
         if c.ratio > 1 and c.p_slower < alpha:

@@ -125,7 +125,8 @@ def render_markdown(report: Report) -> str:
         footer += f" Wall time {meta['wall_s']:.1f} s."
     if report.status == INCONCLUSIVE:
         footer += (
-            " Inconclusive means the machine could not be trusted for this run: rerun the job."
+            " Inconclusive means this run could not tell (the machine, or rounds that disagree):"
+            " rerun the job."
         )
     lines.append(f"<sub>{footer.strip()}</sub>")
     return "\n".join(lines) + "\n"

@@ -87,9 +87,9 @@ export GEMM_EXTRAS=""
 source scripts/_env.sh
 PATH=$(dirname "$PY"):$SYSTEM_PATH
 cd "$judge"
-# Inconclusive (exit 3) means the machine could not be trusted for this run, not that the head is
-# at fault: the gate runs once more, saying why, and the second run's verdict is the one that
-# counts. Every other verdict stands at once.
+# Inconclusive (exit 3) means this run could not tell (the machine, or rounds that disagree), not
+# that the head is at fault: the gate runs once more, saying why, and the second run's verdict is
+# the one that counts. Every other verdict stands at once.
 for attempt in 1 2; do
     rc=0
     "$PY" "$ci/verdicts.py" gate --machine "$machine" -- \

@@ -70,7 +70,7 @@ CELLS = {
     "refused on head": "❌ refused on head",
 }
 STATUS_CONTEXT = "gemmbench/gate"
-MOVED = ("slower", "faster", "broken on head", "refused on head")
+MOVED = ("slower", "faster", "uncertain", "broken on head", "refused on head")
 DASHBOARD_URL = re.compile(r"https://[A-Za-z0-9.-]+(?::\d+)?(?:/[A-Za-z0-9._~%/-]*)?")
 # The asv suite's GEMM benchmark, and how a gate case name (variant-n) maps to its parameters.
 ASV_BENCHMARK = "bench_gemm.Gemm.time_gemm"

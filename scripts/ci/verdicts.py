@@ -51,7 +51,7 @@ MESSAGES: dict[str, dict[int | None, tuple[str, str, str]]] = {
         3: (
             "warning",
             "Gate inconclusive",
-            "inconclusive, rerun: the GPU on {m} was throttled or unstable (exit 3)",
+            "inconclusive, rerun: on {m} the GPU was throttled or the rounds disagreed (exit 3)",
         ),
         4: (
             "error",
