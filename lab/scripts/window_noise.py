@@ -109,11 +109,6 @@ def one(args) -> dict:
 def analyse(records: list[dict]) -> None:
     figures = records[0]["figures"]
     series = sorted({key.rsplit(" ", 1)[0] for key in figures if not key.endswith(" turn")})
-    series = [
-        name
-        for name in series
-        if f"{name} {('short' if name.startswith('time') else 'each')}" in figures
-    ]
     pairs = {
         "time": ("short", "spread"),
         "tflops": ("each", "in turn"),
