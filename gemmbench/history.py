@@ -254,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
         "--asv-arg",
         action="append",
         default=[],
-        help="extra argument for `asv run` (repeatable), e.g. --asv-arg=-a --asv-arg=repeat=60",
+        help="extra argument for `asv run` (repeatable), e.g. --asv-arg=--show-stderr",
     )
     measured = harness_config.load().package  # [tool.gemmbench] package
     parser.add_argument(

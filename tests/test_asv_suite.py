@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -102,35 +104,41 @@ class TestDiscovery:
 
     def test_timed_by_device_clock(self, discovered):
         """time_gemm is timed by the device clock, one launch a sample, in one process that
-        takes at least the 45 samples three processes of 15 used to pool."""
+        replays exactly the samples setup_cache pooled for it (at least the 45 three processes of
+        15 used to pool), with no warm-up to eat into them."""
         benchmark = discovered["bench_gemm.Gemm.time_gemm"]
+        suite = common.suite
         assert benchmark.timer is common.DEVICE_CLOCK
         assert benchmark.number == 1 and benchmark.rounds == 1
-        assert benchmark.repeat[0] >= 45
+        assert benchmark.repeat[:2] == (suite.REPLAYED_SAMPLES,) * 2
+        assert suite.REPLAYED_SAMPLES >= 45 and benchmark.warmup_time == 0
+        assert suite.REPLAYED_SAMPLES == suite.MEASURING_PROCESSES * suite.TRACK_PAIRS[0]
 
-    def test_tracks_measured_once_per_commit(self, discovered):
+    def test_figures_measured_once_per_commit(self, discovered):
         """All three benchmarks share one setup_cache (asv runs it once per commit, before any of
-        their processes), and only time_gemm has a setup that prepares a launch: a track
-        benchmark's process reads its figure and launches nothing."""
+        their processes), and only time_gemm has a setup, which readies its replay: no
+        benchmark's process launches anything."""
         names = ["bench_gemm.Gemm." + n for n in HISTORY_VERSIONS]
         keys = {discovered[n].setup_cache_key for n in names}
         assert len(keys) == 1 and None not in keys
         assert [len(discovered[n]._setups) for n in names] == [1, 0, 0]
 
-    def test_tracks_only_for_selected_series(self, discovered):
-        """setup_cache measures the pairs whose track series an asv --bench selection keeps,
-        matched as asv matches: a time_gemm-only run measures none, one series its own pair."""
+    def test_pairs_only_for_selected_series(self, discovered):
+        """setup_cache measures the pairs whose series an asv --bench selection keeps, matched as
+        asv matches: every benchmark's name selects every pair, one series its own pair."""
         select = common.suite.selected_pairs
         pairs = [(v, s) for s in common.SHAPES for v in common.suite.VARIANT_NAMES]
         assert select("bench_gemm.Gemm", []) == pairs
-        assert select("bench_gemm.Gemm", ["time_gemm"]) == []
+        assert select("bench_gemm.Gemm", ["time_gemm"]) == pairs
         assert select("bench_gemm.Gemm", ["track_tflops"]) == pairs
-        one = "^" + re.escape("bench_gemm.Gemm.track_tflops('tiled', '2048x2048x2048')") + "$"
-        assert select("bench_gemm.Gemm", [one]) == [("tiled", "2048x2048x2048")]
+        assert select("bench_gemm.Gemm", ["no_such_benchmark"]) == []
+        for name in HISTORY_VERSIONS:
+            one = "^" + re.escape(f"bench_gemm.Gemm.{name}('tiled', '2048x2048x2048')") + "$"
+            assert select("bench_gemm.Gemm", [one]) == [("tiled", "2048x2048x2048")]
         # the series names are the ones asv discovered
         assert discovered["bench_gemm.Gemm.track_tflops"].name == "bench_gemm.Gemm.track_tflops"
 
-    def test_track_pairs_take_variants_in_turn(self, monkeypatch):
+    def test_pairs_take_variants_in_turn(self, monkeypatch):
         """setup_cache's pairs at a shape go round by round, each variant's launch then the
         baseline's, the variants in turn, so each figure's samples spread over the shape's whole
         time; at least TRACK_PAIRS[0] rounds, at most TRACK_PAIRS[1] however long the budget."""
@@ -159,13 +167,69 @@ class TestDiscovery:
                 "a": ([1.0] * rounds, [4.0] * rounds),
                 "b": ([2.0] * rounds, [4.0] * rounds),
             }
-        figure = suite._track_figure(taken["b"], "base", None, HISTORY_SHAPES[0])
-        assert figure["vs_baseline"] == 0.5
-        assert figure["tflops"] == pytest.approx(2 * 1024**3 / 2.0 / 1e12)
+
+    def test_figures_pool_every_process(self):
+        """TFLOP/s and the ratio are the medians of every process's samples together, not one
+        process's; time_gemm replays those samples; any process's error fails the pair."""
+        suite, label = common.suite, HISTORY_SHAPES[0]
+        count = suite.REPLAYED_SAMPLES
+        low = {"mine": [1.0] * count, "theirs": [2.0] * count, "baseline_error": None}
+        high = {"mine": [3.0] * count, "theirs": [2.0] * count, "baseline_error": None}
+        figure = suite._pooled_figure(("tiled", label), [low, high, high])
+        assert figure["vs_baseline"] == 1.5
+        assert figure["tflops"] == pytest.approx(2 * 1024**3 / 3.0 / 1e12)
+        assert sorted(figure["samples"]) == [1.0] * (count // 3) + [3.0] * (count - count // 3)
+        broken = {"error": "WrongResult: tiled differs"}
+        assert suite._pooled_figure(("tiled", label), [low, broken, high]) == broken
+        alone = {"mine": [1.0] * count, "theirs": [], "baseline_error": "CompileError: cublas"}
+        assert suite._pooled_figure(("tiled", label), [alone])["vs_baseline_error"] == (
+            "CompileError: cublas"
+        )
+
+    @pytest.mark.parametrize("n", [45, 46, 47, 90, 451])
+    def test_replay_keeps_the_pooled_median_and_quartiles(self, n):
+        """The replayed points are pooled samples, one near each of 45 evenly spaced quantiles:
+        all of them when there are 45; their median is the pooled median (the upper middle one
+        for an even count) and comes first, and their quartiles are the pooled ones within a
+        sample's step."""
+        import random
+        import statistics
+
+        suite = common.suite
+        samples = [random.Random(n).lognormvariate(0, 0.01) for _ in range(n)]
+        points = suite.replay_points(samples, 45)
+        assert len(points) == 45 and set(points) <= set(samples)
+        if n == 45:
+            assert sorted(points) == sorted(samples)
+        ordered = sorted(samples)
+        assert points[0] == statistics.median(points) == ordered[n // 2]
+        for q in (0.25, 0.75):
+            spaced = statistics.quantiles(points, n=4)[0 if q == 0.25 else 2]
+            pooled = statistics.quantiles(samples, n=4)[0 if q == 0.25 else 2]
+            step = max(b - a for a, b in itertools.pairwise(ordered))
+            assert abs(spaced - pooled) <= 2 * step
+        with pytest.raises(ValueError, match="44 samples, fewer than the 45"):
+            suite.replay_points(samples[:44], 45)
+
+    def test_replay_refuses_a_sample_too_many(self):
+        """time_gemm gives asv each replayed sample once, then says why it cannot give more
+        (asv's repeat or warm-up changed) instead of repeating a sample."""
+        suite, label = common.suite, HISTORY_SHAPES[1]
+        figures = {("tiled", label): {"samples": [0.25, 0.5]}}
+        gemm_suite = bench_gemm.Gemm()
+        suite._replays.pop(("tiled", label), None)
+        before = common.DEVICE_CLOCK()
+        for _ in range(2):
+            suite._replay_for_timing(figures, "tiled", label)
+            gemm_suite.time_gemm(figures, "tiled", label)
+        assert common.DEVICE_CLOCK() - before == 0.75
+        with pytest.raises(RuntimeError, match="replays the .* asked for more"):
+            gemm_suite.time_gemm(figures, "tiled", label)
+        suite._replays.pop(("tiled", label))
 
     def test_no_device_is_each_benchmarks_reason(self, monkeypatch):
         """Without a usable GPU, setup_cache still returns (asv would otherwise skip every
-        benchmark with "setup_cache failed" and no reason), and each track fails with it."""
+        benchmark with "setup_cache failed" and no reason), and each benchmark fails with it."""
         import types
 
         def no_device(name):
@@ -176,8 +240,61 @@ class TestDiscovery:
         monkeypatch.setitem(sys.modules, "cupy", stand_in)
         figures = bench_gemm.Gemm().setup_cache()
         assert list(figures) == [common.suite.ALL_PAIRS]
-        with pytest.raises(RuntimeError, match="no track figures: .*stand-in"):
+        with pytest.raises(RuntimeError, match="no figures: .*stand-in"):
             bench_gemm.Gemm().track_tflops(figures, "naive", HISTORY_SHAPES[0])
+        with pytest.raises(RuntimeError, match="no figures: .*stand-in"):
+            common.suite._replay_for_timing(figures, "naive", HISTORY_SHAPES[0])
+
+
+class TestMeasuringProcesses:
+    """setup_cache measures in MEASURING_PROCESSES processes forked in turn and pools them."""
+
+    PAIRS = [("tiled", HISTORY_SHAPES[0]), ("naive", HISTORY_SHAPES[0])]
+
+    def test_each_process_is_a_fresh_fork(self, monkeypatch):
+        """Each measuring process is a child of setup_cache's, a different one each time, one
+        after the other; what each measured comes back and is pooled."""
+        suite = common.suite
+        parent = os.getpid()
+
+        def measure(pairs):
+            assert os.getppid() == parent and os.getpid() != parent
+            pid = float(os.getpid())
+            return {
+                pair: {"mine": [pid] * suite.TRACK_PAIRS[0], "theirs": [1.0] * 15,
+                       "baseline_error": None}
+                for pair in pairs
+            }  # fmt: skip
+
+        monkeypatch.setattr(suite, "measure_in_process", measure)
+        figures = suite.measure_commit(self.PAIRS, processes=3)
+        pids = set(figures[self.PAIRS[0]]["samples"])
+        assert len(pids) == 3 and parent not in pids
+        assert set(figures[self.PAIRS[1]]["samples"]) == pids
+
+    @pytest.mark.parametrize("how", ["crash", "raise"])
+    def test_a_process_that_dies_is_every_benchmarks_reason(self, monkeypatch, how):
+        """A measuring process that dies without figures, or raises, ends the measuring with one
+        line that every benchmark then gives."""
+        suite = common.suite
+
+        def measure(pairs):
+            if how == "crash":
+                os._exit(7)
+            raise RuntimeError("driver gone (planted)\nsecond line")
+
+        monkeypatch.setattr(suite, "measure_in_process", measure)
+        figures = suite.measure_commit(self.PAIRS, processes=3)
+        expected = {
+            "crash": "a measuring process ended with exit 7 and no figures",
+            "raise": "RuntimeError: driver gone (planted)",
+        }[how]
+        assert figures == {suite.ALL_PAIRS: expected}
+
+    def test_nothing_selected_measures_nothing(self, monkeypatch):
+        suite = common.suite
+        monkeypatch.setattr(suite, "measure_in_process", lambda pairs: pytest.fail("measured"))
+        assert suite.measure_commit([], processes=3) == {}
 
 
 # A stand-in CuPy: importing it and its submodules works, using anything in it raises. A suite
@@ -239,10 +356,11 @@ class TestForkserver:
         )  # fmt: skip
         assert done.returncode != 0 and "used while importing the suite" in done.stderr
 
-    def test_track_process_touches_no_gpu(self, tmp_path):
-        """asv's own benchmark script runs a track benchmark as asv does (its `run` command, in a
-        folder holding setup_cache's pickle) under a CuPy whose every use raises: it returns the
-        figure from the pickle, and a pair the pickle marks broken fails with its reason."""
+    def test_benchmark_process_touches_no_gpu(self, tmp_path):
+        """asv's own benchmark script runs each benchmark as asv does (its `run` command, in a
+        folder holding setup_cache's pickle) under a CuPy whose every use raises: a track returns
+        the figure from the pickle, time_gemm gives exactly the samples setup_cache pooled for
+        it, and a pair the pickle marks broken fails with its reason."""
         import pickle
 
         from asv.runner import BENCHMARK_RUN_SCRIPT
@@ -252,8 +370,9 @@ class TestForkserver:
         for name in ("__init__.py", "linalg.py", "random.py"):
             (fake / name).write_text(FAKE_CUPY)
         shape = HISTORY_SHAPES[0]
+        pooled = [1e-4 * (1 + i / 1000) for i in range(common.suite.REPLAYED_SAMPLES)]
         figures = {
-            ("coarsened", shape): {"tflops": 12.5, "vs_baseline": 1.25},
+            ("coarsened", shape): {"tflops": 12.5, "vs_baseline": 1.25, "samples": pooled},
             ("naive", shape): {"error": "WrongResult: naive differs from the float64 product"},
         }
         (tmp_path / "cache.pickle").write_bytes(pickle.dumps(figures))
@@ -274,8 +393,12 @@ class TestForkserver:
 
         assert run("track_tflops", "coarsened") == (0, 12.5)
         assert run("track_time_vs_cublas", "coarsened") == (0, 1.25)
-        code, said = run("track_tflops", "naive")
-        assert code != 0 and "naive at" in said and "WrongResult" in said
+        code, timed = run("time_gemm", "coarsened")
+        assert code == 0 and timed["number"] == 1
+        assert sorted(timed["samples"]) == pytest.approx(pooled, rel=1e-12)
+        for name in ("track_tflops", "time_gemm"):
+            code, said = run(name, "naive")
+            assert code != 0 and "naive at" in said and "WrongResult" in said
 
 
 class TestTables:
@@ -306,30 +429,48 @@ class TestTables:
         assert Path(common.timing.__file__) == REPO_ROOT / "gemmbench" / "timing.py"
 
 
+# setup_cache as asv runs it: in a process that imported the suite (CuPy, gemm) but never made a
+# CUDA context, here with naive's check planted to fail; its figures are pickled to argv[2].
+SETUP_CACHE = """\
+import pickle, sys
+sys.path.insert(0, sys.argv[1])
+from benchmarks import bench_gemm, common
+suite = common.suite
+label = "1024x1024x1024"
+suite.SHAPES = {label: suite.SHAPES[label]}
+suite.VARIANT_NAMES = ["naive", "coarsened", "cublas"]
+real_prepare = suite.BENCH.prepare
+def naive_is_wrong(variant, *shape, **options):
+    if variant == "naive":
+        raise suite.BENCH.WrongResult("naive differs (planted)")
+    return real_prepare(variant, *shape, **options)
+suite.BENCH.prepare = naive_is_wrong
+with open(sys.argv[2], "wb") as out:
+    pickle.dump(bench_gemm.Gemm().setup_cache(), out)
+"""
+
+
 @pytest.mark.gpu
 class TestOnGpu:
-    """One benchmark of the suite run by asv_runner on a real device."""
+    """setup_cache and a time_gemm benchmark of the suite, as asv runs them, on a real device."""
 
-    def test_time_and_tracks(self, monkeypatch):
-        """Device-time samples; setup_cache's figures: a plausible TFLOP/s, cuBLAS against
-        itself near 1, and a variant whose check fails marked broken, the others measured."""
+    def test_time_and_tracks(self, tmp_path):
+        """setup_cache's figures from its forked processes: a plausible TFLOP/s, cuBLAS against
+        itself near 1, a variant whose check fails marked broken, the others measured; time_gemm
+        (run by asv_runner) replays the pooled device-time samples."""
+        import pickle
+
         from asv_runner.benchmarks.time import TimeBenchmark
 
-        suite_mod = common.suite
+        cache = tmp_path / "figures.pickle"
+        done = subprocess.run(
+            [sys.executable, "-c", SETUP_CACHE, str(REPO_ROOT), str(cache)],
+            capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        figures = pickle.loads(cache.read_bytes())
         label = "1024x1024x1024"
-        monkeypatch.setattr(suite_mod, "SHAPES", {label: suite_mod.SHAPES[label]})
-        monkeypatch.setattr(suite_mod, "VARIANT_NAMES", ["naive", "coarsened", "cublas"])
-        real_prepare = suite_mod.BENCH.prepare
-
-        def naive_is_wrong(variant, *shape, **options):
-            if variant == "naive":
-                raise suite_mod.BENCH.WrongResult("naive differs (planted)")
-            return real_prepare(variant, *shape, **options)
-
-        monkeypatch.setattr(suite_mod.BENCH, "prepare", naive_is_wrong)
-        suite_mod.prepare.cache_clear()
-        figures = bench_gemm.Gemm().setup_cache()
-        monkeypatch.setattr(suite_mod.BENCH, "prepare", real_prepare)
+        assert set(figures) == {(v, label) for v in ("naive", "coarsened", "cublas")}
         assert 0.5 < figures[("coarsened", label)]["tflops"] < 1000
         assert 0.2 < figures[("coarsened", label)]["vs_baseline"] < 5
         assert 0.9 < figures[("cublas", label)]["vs_baseline"] < 1.1
@@ -338,13 +479,20 @@ class TestOnGpu:
         with pytest.raises(RuntimeError, match="naive at"):
             suite.track_tflops(figures, "naive", label)
         params = (figures, "coarsened", label)
+        common.suite._replays.pop(params[1:], None)
         time_bench = TimeBenchmark("Gemm.time_gemm", suite.time_gemm, [suite.time_gemm, suite])
         time_bench._current_params = params[1:]
         time_bench.set_cache(figures)
         assert not time_bench.do_setup()
         result = time_bench.run(*params)
-        assert result["number"] == 1 and len(result["samples"]) >= 15
+        assert result["number"] == 1
+        assert sorted(result["samples"]) == sorted(figures[params[1:]]["samples"])
+        assert len(result["samples"]) == common.suite.REPLAYED_SAMPLES
         assert all(0 < s < 0.01 for s in result["samples"])
+        # the figures are the pooled samples': TFLOP/s from their median (the replay's is the
+        # pooled median, or for an even count the upper of its two middle samples)
+        median = statistics.median(result["samples"])
+        assert figures[params[1:]]["tflops"] == pytest.approx(2 * 1024**3 / median / 1e12, rel=2e-3)
 
 
 # A benchmark process that ends as asv's forkserver ends each forked one (os._exit, which skips
