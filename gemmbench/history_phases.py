@@ -3,7 +3,8 @@
 A benchmark process (spawned, or forked by asv's forkserver) marks the end of each of its phases
 with :func:`mark`; its run-log line carries :func:`phases`. ``gemmbench history`` reads those lines
 back with :func:`summarize` and prints one line per commit: install, asv's start-up, the number
-of processes, their mean phases and what lies between them, and the total.
+of processes that measured on the GPU, their mean phases and what lies between them, the time of
+the processes that did not, and the total.
 """
 
 from __future__ import annotations
@@ -14,22 +15,24 @@ import os
 import time
 from collections.abc import Callable, Iterable, Mapping
 
-# The phases of one benchmark process, in order; each lasts from the previous mark (or the
-# process's start) to its own. A process need not pass through all of them.
+# The phases of one benchmark process, in order; each stretch lasts from the previous mark (or the
+# process's start) to its own. A process need not pass through all of them, and may pass through
+# them more than once (a measuring process, once per shape).
 PHASES = ("start", "context", "inputs", "prepare", "measure")
 PHASE_WORDS = {
     "start": "start",  # interpreter or fork, imports, asv loading the benchmark
     "context": "context",  # the CUDA context
     "inputs": "inputs",  # seeded inputs on the device
-    "prepare": "launch+check",  # first launch (compile or load) and the float64 check
-    "measure": "warm-up+samples",  # asv's warm-up, the samples, a track's own launches
+    "prepare": "launch+check",  # first launches (compile or load) and the float64 checks
+    "measure": "warm-up+samples",  # the warm-up launches and the samples
     "state": "GPU state",  # reading the GPU's state for the run log, after the samples
 }
 # Seconds a process spent after its phases, logged beside them (not a mark of this module).
 AFTER = ("state",)
 
 _started: float | None = None
-_marks: dict[str, float] = {}
+_spent: dict[str, float | None] = {}
+_last: float | None = None
 _at_exit: list[Callable[[], None]] = []
 
 
@@ -53,26 +56,26 @@ def process_start() -> float | None:
 
 
 def mark(phase: str) -> None:
-    """The end of ``phase`` (one of PHASES) in this process; the first mark of each counts."""
+    """The end of a stretch of ``phase`` (one of PHASES) in this process: the time since the
+    previous mark (or the process's start) is added to that phase, so a process that goes
+    through the phases once per shape sums each over its shapes."""
+    global _last
     if phase not in PHASES:
         raise ValueError(f"unknown phase {phase!r}; use one of {PHASES}")
-    _marks.setdefault(phase, time.time())
+    now = time.time()
+    since = _last if _last is not None else process_start()
+    if since is None:  # the process's start is unknown: so is this stretch
+        _spent[phase] = None
+    elif _spent.get(phase, 0.0) is not None:
+        _spent[phase] = _spent.get(phase, 0.0) + max(0.0, now - since)
+    _last = now
 
 
 def phases(now: float | None = None) -> dict:
-    """This process's start and end (epoch seconds) and each phase's seconds so far; a phase not
-    marked before a later one took no time of its own."""
+    """This process's start and end (epoch seconds) and each marked phase's seconds so far (None
+    where the process's start is unknown)."""
     now = time.time() if now is None else now
-    start = process_start()
-    out: dict = {"started": start, "ended": now}
-    last = start
-    for phase in PHASES:
-        end = _marks.get(phase)
-        if end is None:
-            continue
-        out[phase] = None if last is None else max(0.0, end - last)
-        last = end
-    return out
+    return {"started": process_start(), "ended": now, **_spent}
 
 
 def at_exit(callback: Callable[[], None]) -> None:
@@ -92,9 +95,10 @@ def _run_exit_callbacks() -> None:
 def _forked() -> None:
     """In a child forked after this import: note the fork as the process's start, and let the
     child's os._exit run the exit callbacks first. Only this child's os module is changed."""
-    global _started
+    global _started, _last
     _started = time.time()
-    _marks.clear()
+    _last = None
+    _spent.clear()
     _at_exit.clear()
     real_exit = os._exit
 
@@ -122,10 +126,11 @@ def summarize(
     ended: float,
     install_s: float | None,
 ) -> str:
-    """One line: install, asv start (asv launched -> first process), N processes with their mean
-    phases, the GPU-state reading after them, and the mean gap from there to the next process's
-    start on the same GPU (exit, asv's bookkeeping, the next launch), asv's end after the last,
-    and the total.
+    """One line: install, asv start (asv launched -> first process), the N processes that used
+    the GPU (a CUDA context) with their mean phases, the GPU-state reading after them and the
+    mean gap from there to the next such process's start on the same GPU (exit, bookkeeping, the
+    next launch), the seconds of the processes that did not use it, asv's end after the last, and
+    the total.
 
     ``entries`` are the run log's lines; those before ``since`` or without phases are ignored.
     ``install_s`` None means the install was skipped.
@@ -141,17 +146,26 @@ def summarize(
     starts = [r["started"] for r in runs if isinstance(r.get("started"), (int, float))]
     if asv_started is not None and starts:
         parts.append(f"asv start {min(starts) - asv_started:.1f} s")
-    parts.append(f"{len(runs)} processes")
-    if runs:
+    measuring = [r for r in runs if "context" in r]
+    reading = [r for r in runs if "context" not in r]
+    if measuring or not runs:
+        parts.append(f"{len(measuring)} processes")
+    if measuring:
         means = []
         for phase in (*PHASES, *AFTER):
-            values = [r[phase] for r in runs if isinstance(r.get(phase), (int, float))]
+            values = [r[phase] for r in measuring if isinstance(r.get(phase), (int, float))]
             if values:
                 means.append(f"{PHASE_WORDS[phase]} {sum(values) / len(values):.2f}")
-        gaps = _gaps(runs)
+        gaps = _gaps(measuring)
         if gaps:
             means.append(f"between {sum(gaps) / len(gaps):.2f}")
         parts.append("mean s per process: " + ", ".join(means))
+    if reading:
+        spans = [
+            r["ended"] - r["started"] for r in reading if isinstance(r.get("started"), (int, float))
+        ]
+        parts.append(f"{len(reading)} processes without the GPU, {sum(spans):.1f} s in all")
+    if runs:
         parts.append(f"asv end {max(0.0, ended - max(r['ended'] for r in runs)):.1f} s")
     parts.append(f"total {ended - since:.1f} s")
     return "; ".join(parts)

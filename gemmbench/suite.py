@@ -98,19 +98,11 @@ def get_timer():
 
 @functools.cache
 def prepare(variant: str, label: str):
-    """Compile, check (the bench module) and warm up one (variant, shape) once per process.
-
-    Returns the launch; asv re-runs setup before every sample, and only the first call works.
-    """
-    history_phases.mark("start")
-    import cupy
-
-    cupy.cuda.runtime.free(0)  # creates the CUDA context and nothing else: its own phase
-    history_phases.mark("context")
+    """Compile and check (the bench module) one (variant, shape), once per measuring process;
+    returns its launch."""
     placements = {"placements": PLACEMENTS} if _BENCH_TAKES_PLACEMENTS else {}
     prepared = BENCH.prepare(variant, *shape_of(label), **placements)  # may mark "inputs"
     history_phases.mark("prepare")
-    note_process(variant, label)
     return prepared.launch
 
 
@@ -209,8 +201,8 @@ def measure_in_process(pairs: list[tuple]) -> dict:
                 "theirs": theirs,
                 "baseline_error": baseline_error,
             }
+        history_phases.mark("measure")
         prepare.cache_clear()  # frees this shape's inputs and outputs before the next shape's
-    history_phases.mark("measure")
     return taken
 
 

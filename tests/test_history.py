@@ -599,6 +599,45 @@ class TestPhaseSummary:
         )  # fmt: skip
         assert line == "install skipped; 0 processes; total 9.0 s"
 
+    def test_processes_without_the_gpu_apart(self):
+        """Processes that made no CUDA context (they read figures measured elsewhere) are
+        counted apart, by their time in all, and do not dilute the measuring ones' means."""
+        entries = [
+            self.entry(102.0, 108.0, context=0.2, inputs=0.3, prepare=1.5, measure=4.0),
+            self.entry(108.5, 114.5, context=0.4, inputs=0.3, prepare=1.5, measure=3.8),
+            *[self.entry(115.0 + i, 115.25 + i, measure=0.25) for i in range(4)],
+        ]
+        line = history_phases.summarize(
+            entries, since=100.0, asv_started=101.0, ended=120.0, install_s=None
+        )
+        assert line == (
+            "install skipped; asv start 1.0 s; 2 processes; mean s per process: context 0.30, "
+            "inputs 0.30, launch+check 1.50, warm-up+samples 3.90, between 0.50; 4 processes "
+            "without the GPU, 1.0 s in all; asv end 1.8 s; total 20.0 s"
+        )
+
+    def test_phases_add_up_over_shapes(self):
+        """A process that goes through its phases once per shape has each phase's stretches
+        summed: the time since the previous mark goes to the phase marked."""
+        reader, writer = os.pipe()
+        child = os.fork()
+        if child == 0:  # a fork: history_phases starts this process's phases afresh
+            try:
+                history_phases.mark("start")
+                for phase in ("context", "inputs", "prepare", "measure", "inputs", "prepare",
+                              "measure"):  # fmt: skip
+                    time.sleep({"prepare": 0.1, "measure": 0.2}.get(phase, 0.0))
+                    history_phases.mark(phase)
+                os.write(writer, json.dumps(history_phases.phases()).encode())
+            finally:
+                os._exit(0)
+        os.close(writer)
+        with os.fdopen(reader) as pipe:
+            phases = json.loads(pipe.read())
+        os.waitpid(child, 0)
+        assert 0.2 <= phases["prepare"] < 0.3 and 0.4 <= phases["measure"] < 0.5
+        assert phases["start"] < 0.05 and phases["inputs"] < 0.05
+
     def test_phases_of_this_process(self):
         """Each marked phase lasts from the previous mark (or the process's start, which the
         kernel dates before this test ran) to its own; an unknown phase is refused."""
