@@ -87,3 +87,23 @@ def test_spreads_and_step(tmp_path):
     assert re.search(r"coarsened 1024x1024x1024\s+\+1\.50%", step)
     assert re.search(r"naive 4096x4096x4096\s+-0\.50%", step)
     assert "track_tflops" not in step
+
+
+def test_method_shift_compares_medians_over_commits(tmp_path):
+    """method_shift.py: per series, the new history's median over its commits ÷ the old one's,
+    and each benchmark's range; a series stored by one side only is left out."""
+    from method_shift import report as shift_report
+
+    old, new = tmp_path / "old", tmp_path / "new"
+    old.mkdir()
+    new.mkdir()
+    for i, naive in enumerate([1.0, 1.02, 1.01]):  # median 1.01
+        result_file(old, f"{i}" * 40, {"naive": naive, "coarsened": 0.1}, 10)
+    for i, naive in enumerate([0.999, 0.9999]):  # median 0.99945
+        result_file(new, f"{i + 5}" * 40, {"naive": naive, "coarsened": 0.101}, 10)
+    (new / "machine.json").write_text("{}")
+    lines = shift_report(old, new)
+    assert lines[0] == "new ÷ old, medians over 2 and 3 commits"
+    naive = next(line for line in lines if "time_gemm naive 1024" in line)
+    assert naive.split()[-1] == f"{0.99945 / 1.01:.4f}"
+    assert "time_gemm: 4 series, 0.9896 to 1.0100, median" in "\n".join(lines)
