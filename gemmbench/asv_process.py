@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 # The asv --bench patterns of a run, as a JSON list in its environment: the suite's setup_cache
-# (gemmbench.suite) then measures the track figures of the selected series only.
+# (gemmbench.suite) then measures the figures of the selected series only.
 BENCH_PATTERNS_ENV = "GEMMBENCH_BENCH_PATTERNS"
 
 
