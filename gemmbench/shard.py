@@ -60,7 +60,7 @@ def home_gpus(
     cost: Callable[[str], float] | None = None,
 ) -> dict[str, str]:
     """series -> UUID of its home GPU: pinned homes kept, the rest dealt out by expected cost
-    (``cost``, default `expected_cost`).
+    (``cost``, default `expected_cost`), the series of one class and parameter set together.
 
     A pinned home on a GPU that is not in ``uuids`` is not kept: the run's GPUs differ from the
     record, which `check_gpus` refuses before anything is measured.
@@ -73,12 +73,28 @@ def home_gpus(
     load = {u: 0.0 for u in uuids}
     for name, uuid in homes.items():
         load[uuid] += cost(name)
-    rest = sorted((s for s in series if s not in homes), key=lambda s: (-cost(s), s))
-    for name in rest:
-        uuid = min(uuids, key=lambda u: (load[u], uuids.index(u)))
-        homes[name] = uuid
-        load[uuid] += cost(name)
+    # The series of one class with the same parameters share a home: the suite's setup_cache
+    # measures each parameter set once for all of that class's benchmarks, on each GPU that
+    # stores one of them. A set with a home already keeps its new series there.
+    placed = {_measured_together(s): u for s, u in homes.items()}
+    groups: dict[tuple, list[str]] = {}
+    for name in series:
+        if name not in homes:
+            groups.setdefault(_measured_together(name), []).append(name)
+    order = sorted(groups.items(), key=lambda g: (-sum(map(cost, g[1])), sorted(g[1])))
+    for key, members in order:
+        uuid = placed.get(key) or min(uuids, key=lambda u: (load[u], uuids.index(u)))
+        for name in members:
+            homes[name] = uuid
+            load[uuid] += cost(name)
     return homes
+
+
+def _measured_together(series: str) -> tuple:
+    """(class, parameters) of a series with parameters, e.g. ``("bench_gemm.Gemm",
+    "('naive', '1024x1024x1024')")``; the series alone without them."""
+    name, _, params = series.partition("(")
+    return (name.rsplit(".", 1)[0], params) if params else (series,)
 
 
 def bench_patterns(series: Sequence[str]) -> list[str]:

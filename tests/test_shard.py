@@ -14,7 +14,11 @@ BENCHMARKS = {
     "bench_gemm.Gemm.time_gemm": {
         "params": [["'naive'", "'tiled'"], ["'1024x1024x1024'", "'4096x4096x4096'"]],
     },
+    "bench_gemm.Gemm.track_tflops": {
+        "params": [["'naive'", "'tiled'"], ["'1024x1024x1024'", "'4096x4096x4096'"]],
+    },
     "bench_misc.time_plain": {"params": []},
+    "bench_misc.time_other": {"params": []},
 }
 
 
@@ -28,6 +32,11 @@ class TestSeries:
             "bench_gemm.Gemm.time_gemm('naive', '4096x4096x4096')",
             "bench_gemm.Gemm.time_gemm('tiled', '1024x1024x1024')",
             "bench_gemm.Gemm.time_gemm('tiled', '4096x4096x4096')",
+            "bench_gemm.Gemm.track_tflops('naive', '1024x1024x1024')",
+            "bench_gemm.Gemm.track_tflops('naive', '4096x4096x4096')",
+            "bench_gemm.Gemm.track_tflops('tiled', '1024x1024x1024')",
+            "bench_gemm.Gemm.track_tflops('tiled', '4096x4096x4096')",
+            "bench_misc.time_other",
             "bench_misc.time_plain",
         ]
 
@@ -45,7 +54,25 @@ class TestHomes:
         homes = shard.home_gpus(shard.series_of(BENCHMARKS), [A, B])
         large = [s for s in homes if "4096" in s]
         assert {homes[s] for s in large} == {A, B}
-        assert set(homes.values()) == {A, B} and len(homes) == 5
+        assert set(homes.values()) == {A, B} and len(homes) == 10
+
+    def test_one_parameter_set_one_gpu(self):
+        """The benchmarks of one class and parameter set share a GPU, whose setup_cache then
+        measures that set once; series without parameters are dealt out one by one; a new
+        benchmark of a set with a home joins it."""
+        series = shard.series_of(BENCHMARKS)
+        homes = shard.home_gpus(series, [A, B])
+        for params in ("('naive', '4096x4096x4096')", "('tiled', '1024x1024x1024')"):
+            assert (
+                homes[f"bench_gemm.Gemm.time_gemm{params}"]
+                == (homes[f"bench_gemm.Gemm.track_tflops{params}"])
+            )
+        assert homes["bench_misc.time_plain"] != homes["bench_misc.time_other"]
+        params = "('tiled', '4096x4096x4096')"
+        pinned = {s: u for s, u in homes.items() if "track_tflops" not in s}
+        pinned[f"bench_gemm.Gemm.time_gemm{params}"] = B
+        grown = shard.home_gpus(series, [A, B], pinned=pinned)
+        assert grown[f"bench_gemm.Gemm.track_tflops{params}"] == B
 
     def test_same_every_time_and_order_of_input(self):
         """The same series and GPUs give the same homes whatever order the series come in."""
