@@ -14,7 +14,8 @@
 # commit measured with --bench time_gemm alone.
 # Usage: lab/scripts/history-speed-evidence.sh OUTDIR [--dry-run]
 #   env: GEMM_PYTHON (python3), DELAY (24000 cycles), COMMITS (6), PLANT (2), BUDGET_S (320),
-#        TIME_GEMM_COMMIT (0)
+#        TIME_GEMM_COMMIT (0), BENCH_FILE (asv --bench patterns, one a line, for history: e.g.
+#        one GPU's share from lab/scripts/shard_share.py; default every benchmark)
 #   --dry-run: only the repository, its commits and the commands, no GPU (CPU test of the script)
 # Writes OUTDIR/summary.txt, history.txt (timestamped), spread.txt, machine.txt, publish.txt.
 set -uo pipefail
@@ -65,6 +66,11 @@ for ((i = 0; i < ncommits; i++)); do
     note "c$i ${shas[i]:0:8} gemm tree $(g rev-parse "${shas[i]}:gemm" | cut -c1-12): $(g log -1 --format=%s "${shas[i]}")"
 done
 history=("$PY" -m gemmbench history "$root..main" --machine "$machine")
+if [[ -n ${BENCH_FILE:-} ]]; then
+    mapfile -t patterns <"$BENCH_FILE" || exit 1
+    history+=("${patterns[@]/#/--bench=}")
+    note "history of the ${#patterns[@]} series in $BENCH_FILE"
+fi
 if ((dry)); then
     note "dry run: would run in $clone: $PY -m gemmbench machine --name $machine"
     note "dry run: would run: timeout -s INT -k 45 $budget ${history[*]}"

@@ -107,3 +107,15 @@ def test_method_shift_compares_medians_over_commits(tmp_path):
     naive = next(line for line in lines if "time_gemm naive 1024" in line)
     assert naive.split()[-1] == f"{0.99945 / 1.01:.4f}"
     assert "time_gemm: 4 series, 0.9896 to 1.0100, median" in "\n".join(lines)
+
+
+def test_shard_shares_split_the_suite_by_parameter_set():
+    """shard_share.py: two GPUs' shares are disjoint, together every series, and each holds all
+    three benchmarks of a (variant, shape) or none of them."""
+    from shard_share import share
+
+    first, second = share(0, 2), share(1, 2)
+    assert len(first) + len(second) == 72 and not set(first) & set(second)
+    for part in (first, second):
+        sets = {s.split("(", 1)[1] for s in part}
+        assert len(part) == 3 * len(sets)
