@@ -127,16 +127,16 @@ def summarize(
     install_s: float | None,
 ) -> str:
     """One line: install, asv start (asv launched -> first process), the N processes that used
-    the GPU (a CUDA context) with their mean phases, the GPU-state reading after them and the
-    mean gap from there to the next such process's start on the same GPU (exit, bookkeeping, the
-    next launch), the seconds of the processes that did not use it, asv's end after the last, and
-    the total.
+    the GPU (all but those whose line says ``"used_gpu": false``) with their mean phases, the
+    GPU-state reading after them and the mean gap from there to the next such process's start
+    on the same GPU (exit, bookkeeping, the next launch), the seconds of the processes that did
+    not use it, asv's end after the last, and the total.
 
     ``entries`` are the run log's lines; those before ``since`` or without phases are ignored.
     ``install_s`` None means the install was skipped.
     """
     runs = [
-        {**e["phases"], "gpu": e.get("cuda_visible_devices")}
+        {**e["phases"], "gpu": e.get("cuda_visible_devices"), "used_gpu": e.get("used_gpu", True)}
         for e in entries
         if isinstance(e.get("phases"), Mapping)
         and isinstance(e["phases"].get("ended"), (int, float))
@@ -146,8 +146,8 @@ def summarize(
     starts = [r["started"] for r in runs if isinstance(r.get("started"), (int, float))]
     if asv_started is not None and starts:
         parts.append(f"asv start {min(starts) - asv_started:.1f} s")
-    measuring = [r for r in runs if "context" in r]
-    reading = [r for r in runs if "context" not in r]
+    measuring = [r for r in runs if r["used_gpu"] is not False]
+    reading = [r for r in runs if r["used_gpu"] is False]
     if measuring or not runs:
         parts.append(f"{len(measuring)} processes")
     if measuring:

@@ -51,7 +51,9 @@ def _write_run_log() -> None:
         **_process_notes,
         "phases": phases,
     }
-    if read_state:
+    if not read_state:
+        entry["used_gpu"] = False  # history counts it apart from the processes that measured
+    else:
         reading = time.time()
         try:
             entry["gpu_state"] = importlib.import_module("gemmbench.machine").gpu_state()

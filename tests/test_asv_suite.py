@@ -505,30 +505,32 @@ import json, os, sys, time
 sys.path.insert(0, sys.argv[1])
 from benchmarks import common
 from gemmbench import history_phases
-suite, how = common.suite, sys.argv[2]
+suite, how, used_gpu = common.suite, sys.argv[2], sys.argv[3] == "gpu"
 before = time.time()
 if how == "fork":
     child = os.fork()
     if child == 0:
         history_phases.mark("start")
-        suite.note_process("naive", next(iter(suite.SHAPES)))
+        suite.note_process("naive", next(iter(suite.SHAPES)), gpu_state=used_gpu)
         os._exit(0)
     os.waitpid(child, 0)
 else:
     child = os.getpid()
     history_phases.mark("start")
-    suite.note_process("naive", next(iter(suite.SHAPES)))
+    suite.note_process("naive", next(iter(suite.SHAPES)), gpu_state=used_gpu)
 print(json.dumps({"before": before, "child": child}))
 """
 
 
+@pytest.mark.parametrize("used", ["gpu", "figures only"])
 @pytest.mark.parametrize("how", ["fork", "exit"])
-def test_run_log_written_however_the_process_ends(tmp_path, how):
+def test_run_log_written_however_the_process_ends(tmp_path, how, used):
     """The run-log line of a benchmark process, with its phase times, is written when the
-    process ends, forked and ended with os._exit or ended normally; once, by that process."""
+    process ends, forked and ended with os._exit or ended normally; once, by that process. A
+    process that used the GPU logs its state; one that only read figures says it did not."""
     env = dict(os.environ, GEMMBENCH_RUN_LOG_DIR=str(tmp_path), GEMMBENCH_COMMIT="0123456789ab")
     done = subprocess.run(
-        [sys.executable, "-c", END_PROCESS, str(REPO_ROOT), how],
+        [sys.executable, "-c", END_PROCESS, str(REPO_ROOT), how, used],
         env=env, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
@@ -536,9 +538,14 @@ def test_run_log_written_however_the_process_ends(tmp_path, how):
     (entry,) = [json.loads(line) for line in (tmp_path / "01234567-run-log.jsonl").open()]
     assert entry["pid"] == said["child"] and entry["variant"] == "naive"
     phases = entry["phases"]
-    assert phases["started"] <= phases["ended"] and phases["start"] >= 0 and phases["state"] >= 0
+    assert phases["started"] <= phases["ended"] and phases["start"] >= 0
     assert phases["measure"] >= 0  # marked as the samples end
-    assert "gpu_state" in entry or "gpu_state_error" in entry
+    if used == "gpu":
+        assert "gpu_state" in entry or "gpu_state_error" in entry
+        assert phases["state"] >= 0 and "used_gpu" not in entry
+    else:
+        assert entry["used_gpu"] is False and "state" not in phases
+        assert "gpu_state" not in entry and "gpu_state_error" not in entry
     if how == "fork":  # the fork is the process's start
         assert phases["started"] >= said["before"]
     else:  # the kernel's start time, before the script's first line

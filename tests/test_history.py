@@ -600,12 +600,16 @@ class TestPhaseSummary:
         assert line == "install skipped; 0 processes; total 9.0 s"
 
     def test_processes_without_the_gpu_apart(self):
-        """Processes that made no CUDA context (they read figures measured elsewhere) are
-        counted apart, by their time in all, and do not dilute the measuring ones' means."""
+        """Processes whose line says they did not use the GPU (they read figures measured
+        elsewhere) are counted apart, by their time in all, and do not dilute the measuring
+        ones' means."""
         entries = [
             self.entry(102.0, 108.0, context=0.2, inputs=0.3, prepare=1.5, measure=4.0),
             self.entry(108.5, 114.5, context=0.4, inputs=0.3, prepare=1.5, measure=3.8),
-            *[self.entry(115.0 + i, 115.25 + i, measure=0.25) for i in range(4)],
+            *[
+                {**self.entry(115.0 + i, 115.25 + i, measure=0.25), "used_gpu": False}
+                for i in range(4)
+            ],
         ]
         line = history_phases.summarize(
             entries, since=100.0, asv_started=101.0, ended=120.0, install_s=None
