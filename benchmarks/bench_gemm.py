@@ -20,8 +20,8 @@ HISTORY_VERSIONS = {
 class Gemm(suite.Suite):
     """C = A·B with each variant; samples are CUDA-event device times of one launch each.
 
-    ``figures``, every benchmark's first argument, holds the commit's track figures, measured once
-    by the suite's setup_cache.
+    ``figures``, every benchmark's first argument, holds the commit's figures and the samples
+    time_gemm replays, measured once by the suite's setup_cache.
     """
 
     def time_gemm(self, figures, variant, shape):

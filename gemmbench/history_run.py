@@ -111,7 +111,7 @@ def summarize_conditions(path: Path, since: float) -> tuple[str, list[str]]:
     throttled = [found for found in problems if any(k == THROTTLED for k, _ in found)]
     busy = [found for found in problems if any(k == BUSY for k, _ in found)]
     line = (
-        f"{len(states)} benchmark processes: SM {min(clocks, default='?')}-"
+        f"{len(states)} measuring processes: SM {min(clocks, default='?')}-"
         f"{max(clocks, default='?')} MHz, up to {max(temps, default='?')} °C"
     )
     warnings = []

@@ -2,9 +2,9 @@
 
 When GEMMBENCH_RUN_LOG_DIR is set (gemmbench history sets it to the machine's results folder),
 each benchmark process appends one JSON line to <commit>-run-log.jsonl there when it exits:
-which measured package it imported, the GPU's SM clock, temperature and throttling after its
-samples, and the process's phase times (gemmbench.history_phases), which history sums up per
-commit.
+which measured package it imported, the process's phase times (gemmbench.history_phases), which
+history sums up per commit, and, for a process that measured, the GPU's SM clock, temperature and
+throttling after its samples (one that only read figures says ``"used_gpu": false``).
 """
 
 from __future__ import annotations
@@ -31,6 +31,15 @@ def note_process(variant: str, label: str, package: str, *, gpu_state: bool = Tr
     if not gpu_state:
         _process_notes["gpu_state"] = False
     history_phases.at_exit(_write_run_log)
+
+
+def _forked() -> None:
+    """A forked child is a process of its own: what its parent noted is not its line."""
+    _process_notes.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forked)
 
 
 def _write_run_log() -> None:

@@ -28,9 +28,11 @@ from gemmbench.history_install import log
 # the same device across commits and runs, so the dashboard never shows a step that is only a
 # change of GPU). Series without a home, on the first run or when the suite grows, are dealt out
 # by expected cost, largest first, each to the GPU with the least cost so far (longest
-# processing time first), so that the GPUs finish together. The expected cost is the product of
-# the numbers in the series' parameters (for the GEMM suite, m*n*k), 1 where there are none; a
-# hash of the name alone would be as stable but leaves the few large shapes to chance.
+# processing time first), so that the GPUs finish together; the series of one class and
+# parameter set go together, since the class's setup_cache measures a set for all its
+# benchmarks. The expected cost is the product of the numbers in the series' parameters (for the
+# GEMM suite, m*n*k), 1 where there are none; a hash of the name alone would be as stable but
+# leaves the few large shapes to chance.
 
 _NUMBER = re.compile(r"\d+")
 

@@ -11,13 +11,10 @@ import functools
 import importlib
 import inspect
 import json
-import multiprocessing
 import os
 import re
-import statistics
-import time
 
-from . import asv_process, history_phases, run_log, timing
+from . import asv_process, history_phases, pooling, run_log, timing
 from . import config as config_mod
 
 # Its suite shapes must not be changed, only appended: asv keys history by these labels.
@@ -42,6 +39,11 @@ BASELINE = CONFIG.baseline
 # baseline's; time_gemm's processes replay REPLAYED_SAMPLES of the pooled samples to asv.
 MEASURING_PROCESSES = 3
 TRACK_PAIRS = (15, 400, 0.15)
+# setup_cache's limit (asv kills its process at it) and each measuring process's share of it: a
+# process still running then (a kernel that hangs, say) is killed, or it would hold the GPU for
+# the commits after, since asv's kill reaches setup_cache's process only.
+SETUP_CACHE_TIMEOUT = 900
+MEASURING_TIMEOUT = SETUP_CACHE_TIMEOUT / (MEASURING_PROCESSES + 1)
 REPLAYED_SAMPLES = MEASURING_PROCESSES * TRACK_PAIRS[0]
 BENCHMARKS = ("time_gemm", "track_tflops", "track_time_vs_cublas")
 # `gemmbench history` passes its asv --bench patterns here too (asv_process.BENCH_PATTERNS_ENV),
@@ -53,10 +55,11 @@ BENCH_PATTERNS_ENV = asv_process.BENCH_PATTERNS_ENV
 # reason each benchmark gives.
 ALL_PAIRS = "(every pair)"
 
-# asv's forkserver imports this module once per commit and forks one benchmark process from it
-# per benchmark. Importing CuPy and the measured package here spares each process their import
-# (0.6 s of its 1.7 s on an H200). Nothing here may touch the GPU: the CUDA driver does not carry
-# over fork(), so the parent must never initialise it, and each child makes its own context.
+# asv's forkserver imports this module once per commit and forks every process of the commit from
+# it: setup_cache's, which forks the measuring processes, and one per benchmark. Importing CuPy and
+# the measured package here spares each measuring process their import (0.6 s of its 1.7 s on an
+# H200). Nothing here may touch the GPU: the CUDA driver does not carry over fork(), so no parent
+# may initialise it, and each measuring process makes its own context.
 try:
     import cupy  # noqa: F401
     import cupy.linalg  # noqa: F401
@@ -148,8 +151,9 @@ def measure_commit(pairs: list[tuple] | None = None, processes: int = MEASURING_
     Returns ``{(variant, shape): {"tflops", "vs_baseline", "samples"}}``, ``samples`` being what
     time_gemm replays; a pair that could not be measured in some process (a wrong result, a failed
     compile) holds ``{"error": one line}`` instead, which only its own benchmarks report, so one
-    broken variant never fails the others' figures. ``{ALL_PAIRS: one line}`` when no process
-    could measure at all.
+    broken variant never fails the others' figures. ``{ALL_PAIRS: one line}`` when a process
+    could not measure at all (no GPU, a crash, past MEASURING_TIMEOUT): a commit's figures come
+    from all its processes or from none.
     """
     if pairs is None:
         pairs = every_pair()
@@ -157,11 +161,18 @@ def measure_commit(pairs: list[tuple] | None = None, processes: int = MEASURING_
         return {}
     taken = []
     for _ in range(processes):
-        found = _in_forked_process(measure_in_process, pairs)
+        found = pooling.in_forked_process(
+            measure_in_process, pairs, timeout=MEASURING_TIMEOUT, failure_key=ALL_PAIRS
+        )
         if ALL_PAIRS in found:
             return found
         taken.append(found)
-    return {pair: _pooled_figure(pair, [found[pair] for found in taken]) for pair in pairs}
+    return {
+        pair: pooling.pooled_figure(
+            [found[pair] for found in taken], flops(pair[1]), REPLAYED_SAMPLES
+        )
+        for pair in pairs
+    }
 
 
 def measure_in_process(pairs: list[tuple]) -> dict:
@@ -174,7 +185,7 @@ def measure_in_process(pairs: list[tuple]) -> dict:
 
         cupy.cuda.runtime.free(0)
     except Exception as exc:  # no CuPy or no GPU: each benchmark then fails with this reason
-        return {ALL_PAIRS: _one_line(exc)}
+        return {ALL_PAIRS: pooling.one_line(exc)}
     history_phases.mark("context")
     note_process("(every variant)", "(every shape)")
     timer = get_timer()
@@ -188,14 +199,18 @@ def measure_in_process(pairs: list[tuple]) -> dict:
             try:
                 baseline = prepare(BASELINE, label)
             except Exception as exc:
-                baseline_error = _one_line(exc)
+                baseline_error = pooling.one_line(exc)
         launches = {}
         for variant in variants:
             try:
                 launches[variant] = prepare(variant, label)
             except Exception as exc:
-                taken[(variant, label)] = {"error": _one_line(exc)}
-        for variant, (mine, theirs) in _pairs_in_turn(timer, launches, baseline).items():
+                taken[(variant, label)] = {"error": pooling.one_line(exc)}
+        for variant, found in pooling.pairs_in_turn(timer, launches, baseline, TRACK_PAIRS).items():
+            if isinstance(found, str):  # a launch failed while timed: this pair's error
+                taken[(variant, label)] = {"error": found}
+                continue
+            mine, theirs = found
             taken[(variant, label)] = {
                 "mine": mine,
                 "theirs": theirs,
@@ -204,93 +219,6 @@ def measure_in_process(pairs: list[tuple]) -> dict:
         history_phases.mark("measure")
         prepare.cache_clear()  # frees this shape's inputs and outputs before the next shape's
     return taken
-
-
-def _in_forked_process(function, *args) -> dict:
-    """``function(*args)`` in a child forked from this process, its dict sent back through a pipe.
-    A fork of a process without a CUDA context starts one afresh, as asv's own forks do."""
-    context = multiprocessing.get_context("fork")
-    reader, writer = context.Pipe(duplex=False)
-    child = context.Process(target=_send_back, args=(writer, function, args))
-    child.start()
-    writer.close()  # the child holds the only writer: its end closes the pipe however it ends
-    try:
-        found = reader.recv()
-    except EOFError:
-        found = None
-    finally:
-        reader.close()
-        child.join()
-    if found is None:
-        return {ALL_PAIRS: f"a measuring process ended with exit {child.exitcode} and no figures"}
-    return found
-
-
-def _send_back(writer, function, args) -> None:
-    try:
-        found = function(*args)
-    except Exception as exc:
-        found = {ALL_PAIRS: _one_line(exc)}
-    writer.send(found)
-    writer.close()
-
-
-def _pairs_in_turn(timer, launches: dict, baseline) -> dict:
-    """Rounds of one pair per variant, ours then the baseline's (TRACK_PAIRS), the variants of
-    ``launches`` in turn; ``{variant: (our samples, the baseline's samples)}``."""
-    least, most, seconds = TRACK_PAIRS
-    for launch in [*launches.values(), baseline]:
-        if launch is not None:
-            timer.samples(launch, repeat=0, warmup=2)
-    taken = {variant: ([], []) for variant in launches}
-    budget = seconds * len(launches)
-    started, rounds = time.perf_counter(), 0
-    while launches and rounds < most and (rounds < least or time.perf_counter() - started < budget):
-        for variant, launch in launches.items():
-            mine, theirs = taken[variant]
-            mine.append(timer.time_once(launch))
-            if baseline is not None:
-                theirs.append(timer.time_once(baseline))
-        rounds += 1
-    return taken
-
-
-def _pooled_figure(pair: tuple, per_process: list[dict]) -> dict:
-    """TFLOP/s, time relative to the baseline and time_gemm's replay from every process's pairs
-    of one (variant, shape); the first error of any process instead."""
-    for found in per_process:
-        if "error" in found:
-            return {"error": found["error"]}
-    mine = [s for found in per_process for s in found["mine"]]
-    theirs = [s for found in per_process for s in found["theirs"]]
-    label = pair[1]
-    figure = {
-        "tflops": flops(label) / statistics.median(mine) / 1e12 if flops(label) else None,
-        "samples": replay_points(mine),
-    }
-    if theirs:
-        figure["vs_baseline"] = statistics.median(mine) / statistics.median(theirs)
-    else:
-        errors = [found["baseline_error"] for found in per_process if found["baseline_error"]]
-        figure["vs_baseline_error"] = (errors or ["[tool.gemmbench] names no baseline"])[0]
-    return figure
-
-
-def replay_points(samples: list[float], count: int = REPLAYED_SAMPLES) -> list[float]:
-    """``count`` of ``samples``, the one nearest each of ``count`` evenly spaced quantiles (all of
-    them when there are ``count``), so their median and quartiles are the pooled ones; the median
-    comes first, so a one-sample run (asv --quick) stores it."""
-    ordered = sorted(samples)
-    n = len(ordered)
-    if n < count:
-        raise ValueError(f"{n} samples, fewer than the {count} time_gemm replays")
-    picked = [ordered[(2 * i + 1) * n // (2 * count)] for i in range(count)]
-    return picked[count // 2 :] + picked[: count // 2]
-
-
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}"
 
 
 def _figure(figures: dict, variant: str, label: str, key: str):
@@ -349,14 +277,20 @@ class Suite:
         module = type(self).__module__.split(".", 1)[-1]
         return measure_commit(selected_pairs(f"{module}.{type(self).__name__}"))
 
-    setup_cache.timeout = 900
+    setup_cache.timeout = SETUP_CACHE_TIMEOUT
 
     def time_gemm(self, figures, variant, shape):
+        replay = _replays.get((variant, shape))
+        if replay is None:
+            raise RuntimeError(
+                "time_gemm's setup did not run: a subclass that overrides time_gemm must keep "
+                "time_gemm.setup = Suite.time_gemm.setup"
+            )
         try:
-            DEVICE_CLOCK.record(next(_replays[(variant, shape)]))
+            DEVICE_CLOCK.record(next(replay))
         except StopIteration:
             raise RuntimeError(
-                f"time_gemm replays the {REPLAYED_SAMPLES} samples setup_cache measured; asv "
+                f"time_gemm replays {REPLAYED_SAMPLES} of the samples setup_cache measured; asv "
                 "asked for more (leave its repeat and warmup_time as the suite sets them)"
             ) from None
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
 import re
@@ -112,7 +111,6 @@ class TestDiscovery:
         assert benchmark.number == 1 and benchmark.rounds == 1
         assert benchmark.repeat[:2] == (suite.REPLAYED_SAMPLES,) * 2
         assert suite.REPLAYED_SAMPLES >= 45 and benchmark.warmup_time == 0
-        assert suite.REPLAYED_SAMPLES == suite.MEASURING_PROCESSES * suite.TRACK_PAIRS[0]
 
     def test_figures_measured_once_per_commit(self, discovered):
         """All three benchmarks share one setup_cache (asv runs it once per commit, before any of
@@ -138,79 +136,6 @@ class TestDiscovery:
         # the series names are the ones asv discovered
         assert discovered["bench_gemm.Gemm.track_tflops"].name == "bench_gemm.Gemm.track_tflops"
 
-    def test_pairs_take_variants_in_turn(self, monkeypatch):
-        """setup_cache's pairs at a shape go round by round, each variant's launch then the
-        baseline's, the variants in turn, so each figure's samples spread over the shape's whole
-        time; at least TRACK_PAIRS[0] rounds, at most TRACK_PAIRS[1] however long the budget."""
-        suite = common.suite
-        times = {"ours-a": 1.0, "ours-b": 2.0, "base": 4.0}
-
-        class Timer:
-            def __init__(self):
-                self.timed = []
-
-            def samples(self, launch, repeat, warmup):
-                assert repeat == 0  # warm-up only
-                return []
-
-            def time_once(self, launch):
-                self.timed.append(launch)
-                return times[launch]
-
-        launches = {"a": "ours-a", "b": "ours-b"}
-        for pairs, rounds in (((3, 10, 0.0), 3), ((1, 4, 3600.0), 4)):
-            monkeypatch.setattr(suite, "TRACK_PAIRS", pairs)
-            timer = Timer()
-            taken = suite._pairs_in_turn(timer, launches, "base")
-            assert timer.timed == ["ours-a", "base", "ours-b", "base"] * rounds
-            assert taken == {
-                "a": ([1.0] * rounds, [4.0] * rounds),
-                "b": ([2.0] * rounds, [4.0] * rounds),
-            }
-
-    def test_figures_pool_every_process(self):
-        """TFLOP/s and the ratio are the medians of every process's samples together, not one
-        process's; time_gemm replays those samples; any process's error fails the pair."""
-        suite, label = common.suite, HISTORY_SHAPES[0]
-        count = suite.REPLAYED_SAMPLES
-        low = {"mine": [1.0] * count, "theirs": [2.0] * count, "baseline_error": None}
-        high = {"mine": [3.0] * count, "theirs": [2.0] * count, "baseline_error": None}
-        figure = suite._pooled_figure(("tiled", label), [low, high, high])
-        assert figure["vs_baseline"] == 1.5
-        assert figure["tflops"] == pytest.approx(2 * 1024**3 / 3.0 / 1e12)
-        assert sorted(figure["samples"]) == [1.0] * (count // 3) + [3.0] * (count - count // 3)
-        broken = {"error": "WrongResult: tiled differs"}
-        assert suite._pooled_figure(("tiled", label), [low, broken, high]) == broken
-        alone = {"mine": [1.0] * count, "theirs": [], "baseline_error": "CompileError: cublas"}
-        assert suite._pooled_figure(("tiled", label), [alone])["vs_baseline_error"] == (
-            "CompileError: cublas"
-        )
-
-    @pytest.mark.parametrize("n", [45, 46, 47, 90, 451])
-    def test_replay_keeps_the_pooled_median_and_quartiles(self, n):
-        """The replayed points are pooled samples, one near each of 45 evenly spaced quantiles:
-        all of them when there are 45; their median is the pooled median (the upper middle one
-        for an even count) and comes first, and their quartiles are the pooled ones within a
-        sample's step."""
-        import random
-        import statistics
-
-        suite = common.suite
-        samples = [random.Random(n).lognormvariate(0, 0.01) for _ in range(n)]
-        points = suite.replay_points(samples, 45)
-        assert len(points) == 45 and set(points) <= set(samples)
-        if n == 45:
-            assert sorted(points) == sorted(samples)
-        ordered = sorted(samples)
-        assert points[0] == statistics.median(points) == ordered[n // 2]
-        for q in (0.25, 0.75):
-            spaced = statistics.quantiles(points, n=4)[0 if q == 0.25 else 2]
-            pooled = statistics.quantiles(samples, n=4)[0 if q == 0.25 else 2]
-            step = max(b - a for a, b in itertools.pairwise(ordered))
-            assert abs(spaced - pooled) <= 2 * step
-        with pytest.raises(ValueError, match="44 samples, fewer than the 45"):
-            suite.replay_points(samples[:44], 45)
-
     def test_replay_refuses_a_sample_too_many(self):
         """time_gemm gives asv each replayed sample once, then says why it cannot give more
         (asv's repeat or warm-up changed) instead of repeating a sample."""
@@ -223,9 +148,11 @@ class TestDiscovery:
             suite._replay_for_timing(figures, "tiled", label)
             gemm_suite.time_gemm(figures, "tiled", label)
         assert common.DEVICE_CLOCK() - before == 0.75
-        with pytest.raises(RuntimeError, match="replays the .* asked for more"):
+        with pytest.raises(RuntimeError, match="replays 45 of the samples .* asked for more"):
             gemm_suite.time_gemm(figures, "tiled", label)
         suite._replays.pop(("tiled", label))
+        with pytest.raises(RuntimeError, match="time_gemm's setup did not run"):
+            gemm_suite.time_gemm(figures, "tiled", label)
 
     def test_no_device_is_each_benchmarks_reason(self, monkeypatch):
         """Without a usable GPU, setup_cache still returns (asv would otherwise skip every
@@ -261,7 +188,7 @@ class TestMeasuringProcesses:
             assert os.getppid() == parent and os.getpid() != parent
             pid = float(os.getpid())
             return {
-                pair: {"mine": [pid] * suite.TRACK_PAIRS[0], "theirs": [1.0] * 15,
+                pair: {"mine": [pid] * suite.TRACK_PAIRS[0], "theirs": [1.0] * suite.TRACK_PAIRS[0],
                        "baseline_error": None}
                 for pair in pairs
             }  # fmt: skip
@@ -371,8 +298,9 @@ class TestForkserver:
             (fake / name).write_text(FAKE_CUPY)
         shape = HISTORY_SHAPES[0]
         pooled = [1e-4 * (1 + i / 1000) for i in range(common.suite.REPLAYED_SAMPLES)]
+        replayed = common.suite.pooling.replay_points(pooled, len(pooled))
         figures = {
-            ("coarsened", shape): {"tflops": 12.5, "vs_baseline": 1.25, "samples": pooled},
+            ("coarsened", shape): {"tflops": 12.5, "vs_baseline": 1.25, "samples": replayed},
             ("naive", shape): {"error": "WrongResult: naive differs from the float64 product"},
         }
         (tmp_path / "cache.pickle").write_bytes(pickle.dumps(figures))
@@ -380,12 +308,13 @@ class TestForkserver:
         variants = list(common.suite.VARIANT_NAMES)
         shapes = list(common.SHAPES)
 
-        def run(name: str, variant: str) -> tuple[int, object]:
+        def run(name: str, variant: str, extra: str = "{}") -> tuple[int, object]:
             index = variants.index(variant) * len(shapes) + shapes.index(shape)
             result = tmp_path / f"{name}-{variant}.json"
+            result.unlink(missing_ok=True)
             done = subprocess.run(
                 [sys.executable, BENCHMARK_RUN_SCRIPT, "run", str(REPO_ROOT / "benchmarks"),
-                 f"bench_gemm.Gemm.{name}-{index}", "{}", "None", str(result)],
+                 f"bench_gemm.Gemm.{name}-{index}", extra, "None", str(result)],
                 env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path,
             )  # fmt: skip
             value = json.loads(result.read_text()) if result.exists() else done.stderr
@@ -396,6 +325,9 @@ class TestForkserver:
         code, timed = run("time_gemm", "coarsened")
         assert code == 0 and timed["number"] == 1
         assert sorted(timed["samples"]) == pytest.approx(pooled, rel=1e-12)
+        # asv --quick takes one sample: the pooled median
+        code, quick = run("time_gemm", "coarsened", '{"repeat": 1, "number": 1, "warmup_time": 0}')
+        assert code == 0 and quick["samples"] == pytest.approx([pooled[len(pooled) // 2]])
         for name in ("track_tflops", "time_gemm"):
             code, said = run(name, "naive")
             assert code != 0 and "naive at" in said and "WrongResult" in said

@@ -5,13 +5,14 @@
 
 drift_noise.py (run 65) found a kernel's level wandering within a process over tens of
 milliseconds, so a figure taken in ~0.1 s keeps its stretch's level. The suite now spreads its
-samples: ``time_gemm`` takes samples for ~0.35 s (``Suite.repeat``), and setup_cache takes a
-shape's track pairs round by round, its variants in turn (``suite._pairs_in_turn``). Each fresh
+samples (runs 66 and 69): ``time_gemm`` took samples for ~0.35 s (SPREAD_REPEAT), and setup_cache
+took a shape's track pairs round by round, its variants in turn (``pooling.pairs_in_turn`` with
+IN_TURN_PAIRS). (The suite has since pooled three processes and replays time_gemm.) Each fresh
 process here prepares every variant at each shape as the suite does (eight placements) and takes
 both ways of each, the order alternating from process to process:
-- time_gemm: "short" (OLD_REPEAT: 45-120 samples, ~1 s cap) and "spread" (the suite's repeat);
+- time_gemm: "short" (OLD_REPEAT: 45-120 samples, ~1 s cap) and "spread" (SPREAD_REPEAT);
 - tracks: "each" (OLD_TRACK_PAIRS, each variant's pairs in one stretch, as before) and "in turn"
-  (the suite's TRACK_PAIRS and rounds).
+  (IN_TURN_PAIRS, round by round).
 ``analyse``: per series and way, the spread over processes, (max-min)/min, and the level of the
 new way against the old (median over processes of the ratio): the method's shift.
 """
@@ -28,6 +29,8 @@ from fresh_processes import spread
 PLACEMENTS = 8
 OLD_REPEAT, OLD_WARMUP_TIME = (45, 120, 1.0), 0.1
 OLD_TRACK_PAIRS = (21, 101, 0.25)
+SPREAD_REPEAT, SPREAD_WARMUP_TIME = (45, 480, 0.35), 0.05
+IN_TURN_PAIRS = (21, 400, 0.25)
 SHAPES = ["1024x1024x1024", "16384x64x4096", "2048x2048x2048"]
 
 
@@ -65,7 +68,7 @@ def each_in_one_stretch(timer, launches: dict, baseline) -> dict:
 
 
 def one(args) -> dict:
-    from gemmbench import measure, suite
+    from gemmbench import measure, pooling, suite
 
     timer, record = fresh_processes.start()
     flip = args.index % 2 == 1
@@ -76,10 +79,12 @@ def one(args) -> dict:
             v: measure.prepare(v, m, n, k, placements=PLACEMENTS).launch
             for v in suite.VARIANT_NAMES
         }
-        ways = [("short", OLD_REPEAT, OLD_WARMUP_TIME), ("spread", suite.Suite.repeat, None)]
+        ways = [
+            ("short", OLD_REPEAT, OLD_WARMUP_TIME),
+            ("spread", SPREAD_REPEAT, SPREAD_WARMUP_TIME),
+        ]
         for variant, launch in launches.items():
             for way, repeat, warmup_time in ways[::-1] if flip else ways:
-                warmup_time = suite.Suite.warmup_time if warmup_time is None else warmup_time
                 samples = asv_samples(timer, launch, repeat, warmup_time)
                 record["figures"][f"time {label} {variant} {way}"] = [
                     statistics.median(samples),
@@ -90,7 +95,10 @@ def one(args) -> dict:
             fresh_processes.free_shape()
             continue
         baseline = launches[suite.BASELINE]
-        tracks = [("each", each_in_one_stretch), ("in turn", suite._pairs_in_turn)]
+        tracks = [
+            ("each", each_in_one_stretch),
+            ("in turn", lambda *a: pooling.pairs_in_turn(*a, IN_TURN_PAIRS)),
+        ]
         for way, take in tracks[::-1] if flip else tracks:
             for variant, (mine, theirs) in take(timer, launches, baseline).items():
                 record["figures"][f"tflops {label} {variant} {way}"] = [

@@ -112,10 +112,13 @@ def test_method_shift_compares_medians_over_commits(tmp_path):
 def test_shard_shares_split_the_suite_by_parameter_set():
     """shard_share.py: two GPUs' shares are disjoint, together every series, and each holds all
     three benchmarks of a (variant, shape) or none of them."""
-    from shard_share import share
+    from shard_share import BENCHMARKS, share
+
+    from benchmarks import bench_gemm
 
     first, second = share(0, 2), share(1, 2)
-    assert len(first) + len(second) == 72 and not set(first) & set(second)
+    every = len(BENCHMARKS) * len(bench_gemm.Gemm.params[0]) * len(bench_gemm.Gemm.params[1])
+    assert len(first) + len(second) == every and not set(first) & set(second)
     for part in (first, second):
         sets = {s.split("(", 1)[1] for s in part}
         assert len(part) == 3 * len(sets)
