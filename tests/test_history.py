@@ -347,8 +347,13 @@ class TestOfflineHistory:
         names = {entry[0]: entry for entry in regressions["regressions"]}
         assert "bench_tiny.time_work" in names
         index = json.loads((repo / ".asv" / "html" / "index.json").read_text())
+        # Each jump is (revision before, revision after, value before, value after). The
+        # planted 4x step is listed and is the largest; on a loaded 2-core runner a commit's
+        # sleep can run long enough for asv to list a small step of noise beside it.
         jumps = names["bench_tiny.time_work"][6]
-        assert [index["revision_to_hash"][str(jump[1])] for jump in jumps] == [package_shas[-1]]
+        steps = {index["revision_to_hash"][str(j[1])]: j[3] / j[2] for j in jumps}
+        assert steps.get(package_shas[-1], 0) > 3, steps
+        assert max(steps, key=steps.get) == package_shas[-1]
 
 
 # --- several GPUs: two fake devices, told apart by CUDA_VISIBLE_DEVICES -----------------------
