@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import ctypes
 import multiprocessing
 import os
-import signal
 import statistics
 import time
+
+from .gate import isolation
 
 
 def in_forked_process(function, *args, timeout: float, failure_key: str) -> dict:
@@ -17,7 +17,11 @@ def in_forked_process(function, *args, timeout: float, failure_key: str) -> dict
     when the child sends nothing back (it crashed, hung, or ``function`` raised)."""
     context = multiprocessing.get_context("fork")
     reader, writer = context.Pipe(duplex=False)
-    child = context.Process(target=_send_back, args=(writer, function, args, failure_key))
+    # The child also dies with this process, as when asv kills setup_cache's process at its
+    # timeout: that kill reaches this pid only.
+    child = context.Process(
+        target=_send_back, args=(writer, os.getpid(), function, args, failure_key)
+    )
     child.start()
     writer.close()  # the child holds the only writer: its end closes the pipe however it ends
     found = None
@@ -38,26 +42,14 @@ def in_forked_process(function, *args, timeout: float, failure_key: str) -> dict
     return found
 
 
-def _send_back(writer, function, args, failure_key: str) -> None:
-    _die_with_parent()
+def _send_back(writer, parent: int, function, args, failure_key: str) -> None:
+    isolation.die_with_parent(parent)
     try:
         found = function(*args)
     except Exception as exc:
         found = {failure_key: one_line(exc)}
     writer.send(found)
     writer.close()
-
-
-def _die_with_parent() -> None:
-    """Have the kernel kill this process when its parent dies (Linux's PR_SET_PDEATHSIG), as when
-    asv kills setup_cache's process at its timeout."""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # 1: PR_SET_PDEATHSIG
-    except (OSError, AttributeError):  # not Linux: the parent's own limit still applies
-        pass
-    if os.getppid() == 1:  # the parent died before the call took effect
-        os._exit(1)
 
 
 def pairs_in_turn(timer, launches: dict, baseline, rounds: tuple[int, int, float]) -> dict:

@@ -29,7 +29,7 @@ def note_process(variant: str, label: str, package: str, *, gpu_state: bool = Tr
         return
     _process_notes.update(variant=variant, shape=label, package=package)
     if not gpu_state:
-        _process_notes["gpu_state"] = False
+        _process_notes["used_gpu"] = False  # history counts it apart from the measuring ones
     history_phases.at_exit(_write_run_log)
 
 
@@ -45,7 +45,6 @@ if hasattr(os, "register_at_fork"):
 def _write_run_log() -> None:
     history_phases.mark("measure")  # the samples end here, before the GPU state is read
     phases = history_phases.phases()
-    read_state = _process_notes.pop("gpu_state", True)
     measured = importlib.import_module(_process_notes.pop("package"))
     commit = os.environ.get("GEMMBENCH_COMMIT") or os.environ.get("ASV_COMMIT")
     if not commit:
@@ -60,9 +59,7 @@ def _write_run_log() -> None:
         **_process_notes,
         "phases": phases,
     }
-    if not read_state:
-        entry["used_gpu"] = False  # history counts it apart from the processes that measured
-    else:
+    if _process_notes.get("used_gpu", True):
         reading = time.time()
         try:
             entry["gpu_state"] = importlib.import_module("gemmbench.machine").gpu_state()

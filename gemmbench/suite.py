@@ -262,9 +262,9 @@ class Suite:
     # each call replays, so asv's samples, CIs and tests are on GPU time alone.
     timer = DEVICE_CLOCK
     number = 1  # one launch per sample: event resolution is far below the shortest kernel here
-    # Exactly the REPLAYED_SAMPLES setup_cache measured (a replay takes no time, so asv's time
-    # limit never stops it first), in one process, and no warm-up: the measuring processes
-    # warmed up before their samples.
+    # Exactly the REPLAYED_SAMPLES drawn from what setup_cache measured (a replay takes no time,
+    # so asv's time limit never stops it first), in one process, and no warm-up: the measuring
+    # processes warmed up before their samples.
     repeat = (REPLAYED_SAMPLES, REPLAYED_SAMPLES, 60.0)
     rounds = 1
     warmup_time = 0.0

@@ -10,6 +10,7 @@ import signal
 import time
 from pathlib import Path
 
+_PR_SET_PDEATHSIG = 1
 _PR_SET_DUMPABLE = 4
 _PR_SET_CHILD_SUBREAPER = 36
 
@@ -33,6 +34,14 @@ def adopt_orphans() -> bool:
     """Make this process the subreaper of its descendants: a daemon a worker leaves behind (even
     after setsid and a double fork) becomes our child, so :func:`end_descendants` finds it."""
     return _prctl(_PR_SET_CHILD_SUBREAPER, 1)
+
+
+def die_with_parent(parent: int) -> None:
+    """Have the kernel SIGKILL this process when its parent (pid ``parent``, taken before the
+    fork) dies; if it died before the call took effect, exit now."""
+    _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:
+        os._exit(1)
 
 
 def _children_of(pids: set[int]) -> set[int]:
