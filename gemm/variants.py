@@ -46,7 +46,9 @@ class Variant:
     more row blocks than the grid's y limit, ``gemm.matmul`` launches the kernel once per chunk
     of rows (on row slices of A and C), so the kernel itself stays one element a thread.
     ``split_k``: the kernel splits K over gridDim.z into a workspace that its
-    ``sum_kernel_name`` kernel adds up. ``dispatch``: with no explicit
+    ``sum_kernel_name`` kernel adds up. ``unaligned_entry``: the source has a second entry point,
+    ``unaligned_kernel_name``, for operands whose rows do not all start on 16-byte boundaries;
+    the first one assumes they do. ``dispatch``: with no explicit
     configuration, ``gemm.dispatch`` picks one (and a split count) per shape and GPU;
     ``resident_blocks``: the blocks of a configuration a multiprocessor holds at once (the
     dispatch's model of waves). ``switches``
@@ -64,6 +66,7 @@ class Variant:
     shared_bytes: Callable[[Config], int] = field(default=lambda c: 0, compare=False)
     row_chunks: bool = False
     split_k: bool = False
+    unaligned_entry: bool = False
     dispatch: bool = False
     switches: frozenset[str] = frozenset()
     resident_blocks: Callable[[Config], int] = field(default=lambda c: 1, compare=False)
@@ -81,6 +84,11 @@ class Variant:
     @property
     def is_library(self) -> bool:
         return self.source is None
+
+    @property
+    def unaligned_kernel_name(self) -> str:
+        """The entry point for rows off 16-byte boundaries, in the same source file."""
+        return f"gemm_{self.name}_unaligned"
 
     @property
     def sum_kernel_name(self) -> str:
@@ -248,6 +256,7 @@ VARIANTS: Mapping[str, Variant] = MappingProxyType(
             constraints=_COARSENED_CONSTRAINTS,
             shared_bytes=_coarsened_shared_bytes,
             split_k=True,
+            unaligned_entry=True,
             dispatch=True,
         ),
         "cublas": Variant(

@@ -64,7 +64,11 @@ def test_within_budget(variant, config):
     """Every kernel in the module (split-K's sum pass included) meets the budgets: no spills, no stack frame."""
     _, log = compile_report(variant, config, arch=BUDGETS.arch)
     reports = reports_by_kernel(log)
-    expected = {variant.kernel_name} | ({variant.sum_kernel_name} if variant.split_k else set())
+    expected = (
+        {variant.kernel_name}
+        | ({variant.sum_kernel_name} if variant.split_k else set())
+        | ({variant.unaligned_kernel_name} if variant.unaligned_entry else set())
+    )
     assert set(reports) == expected, f"entry functions {sorted(reports)}, expected {expected}"
     for kernel, report in reports.items():
         usage = parse_ptxas_log(report)
@@ -79,11 +83,12 @@ def test_within_budget(variant, config):
         assert usage.shared_bytes <= BUDGETS.max_shared_bytes, (
             f"over the shared-memory budget: {where}"
         )
-        if kernel == variant.kernel_name and "MIN_BLOCKS" in config:
+        launched = {variant.kernel_name, variant.unaligned_kernel_name}
+        if kernel in launched and "MIN_BLOCKS" in config:
             assert usage.registers <= launch_bounds_registers(variant, config), (
                 f"over the registers its launch bounds leave a thread: {where}"
             )
-        if kernel == variant.kernel_name:
+        if kernel in launched:
             assert usage.shared_bytes == variant.shared_bytes(config), (
                 f"the registry's shared-memory figure is not what ptxas reports: {where}"
             )

@@ -22,6 +22,8 @@ class TestRegistry:
         text = (KERNEL_DIR / variant.source).read_text()
         assert 'extern "C" __global__' in text
         assert re.search(rf"\b{variant.kernel_name}\s*\(", text)
+        has_unaligned = re.search(rf"\b{variant.unaligned_kernel_name}\s*\(", text) is not None
+        assert has_unaligned == variant.unaligned_entry, "unaligned_entry must match the source"
 
     @pytest.mark.parametrize("variant", [v for v in VARIANTS.values() if not v.is_library], ids=str)
     def test_constants_only_in_registry(self, variant):

@@ -63,9 +63,13 @@ static_assert(BM % WM == 0 && BN % WN == 0, "the block tile splits evenly into w
 static_assert(WM % TM == 0 && WN % TN == 0, "the warp tile splits evenly into thread tiles");
 static_assert(LANES_Y * LANES_X == 32, "a warp tile holds exactly 32 thread tiles");
 
-extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
-gemm_coarsened(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,
-               int M, int N, int K)
+// The body of both entry points (at the end), compiled apart so that neither path's code can
+// change the other's registers or instruction schedule. ALIGNED: the caller found every row of A,
+// B and C on a 16-byte boundary (K and N multiples of 4, aligned pointers), so tiles move as
+// float4. Otherwise each float is loaded on its own.
+template <bool ALIGNED>
+__device__ __forceinline__ void coarsened(const float* __restrict__ A, const float* __restrict__ B,
+                                          float* __restrict__ C, int M, int N, int K)
 {
     // Split-K: when few tiles of C would leave multiprocessors idle, gridDim.z blocks share each
     // tile, block z taking one BK-aligned slice of K and writing its partial product to slice z of
@@ -88,9 +92,10 @@ gemm_coarsened(const float* __restrict__ A, const float* __restrict__ B, float* 
     const int tid = threadIdx.x;
     const int row0 = blockIdx.y * BM, col0 = blockIdx.x * BN;
 
-    // float4 global accesses need every row start 16-byte aligned; otherwise take the scalar path.
-    // The condition is the same for the whole grid, so the branch never diverges.
-    const bool vec = (lda % 4 == 0) && (N % 4 == 0) &&
+    // The aligned entry point checks again at run time, and would take the one-float path. That
+    // branch also keeps the compiler from sinking its loads (see next_step): without it, the
+    // configurations narrower than 256 columns ran 17-29% slower (docs/tuning.md).
+    const bool vec = ALIGNED && (lda % 4 == 0) && (N % 4 == 0) &&
                      ((reinterpret_cast<size_t>(A) | reinterpret_cast<size_t>(B) |
                        reinterpret_cast<size_t>(C)) % 16 == 0);
 
@@ -187,12 +192,19 @@ gemm_coarsened(const float* __restrict__ A, const float* __restrict__ B, float* 
     int stage = 0;  // the buffer this K-step reads
     fetch(0);
     stash(0);
+    if (!ALIGNED && steps > 1) fetch(BK);
     __syncthreads();
 
     // The end of a K-step: the next step's tiles stored and visible to every thread. Then
     // every thread has finished reading this step's buffer, which can take new tiles.
+    // The unaligned path issues the loads of the step after next here, before the barrier, so
+    // that they stay in flight while the next step computes: with no branch between those loads
+    // and the stash that uses them, the compiler would sink them below the multiply-adds, where
+    // nothing hides their latency, but it moves no load past a barrier. The aligned path keeps
+    // its loads at the top of each step, which measured faster there.
     auto next_step = [&](int step) {
         if (step + 1 < steps) stash(stage ^ 1);  // last read before the previous barrier
+        if (!ALIGNED && step + 2 < steps) fetch((step + 2) * BK);
         __syncthreads();
         stage ^= 1;
     };
@@ -204,7 +216,7 @@ gemm_coarsened(const float* __restrict__ A, const float* __restrict__ B, float* 
 #pragma unroll UNROLL
     for (int step = 0; step < steps; ++step) {
         // Global loads for a later step in flight while this step computes.
-        if (step + 1 < steps) fetch((step + 1) * BK);
+        if (ALIGNED && step + 1 < steps) fetch((step + 1) * BK);
 
 #pragma unroll
         for (int k = 0; k < BK; ++k) {
@@ -244,6 +256,20 @@ gemm_coarsened(const float* __restrict__ A, const float* __restrict__ B, float* 
                 }
             }
         }
+}
+
+extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
+gemm_coarsened(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,
+               int M, int N, int K)
+{
+    coarsened<true>(A, B, C, M, N, K);
+}
+
+extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
+gemm_coarsened_unaligned(const float* __restrict__ A, const float* __restrict__ B,
+                         float* __restrict__ C, int M, int N, int K)
+{
+    coarsened<false>(A, B, C, M, N, K);
 }
 
 // Split-K's second pass: C = sum over z of W[z], added in order z = 0, 1, ... for every element.
