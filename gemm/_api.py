@@ -87,9 +87,10 @@ def _row_chunks(variant, config, m: int) -> list[tuple[int, int]]:
     return [(first, min(step, m - first)) for first in range(0, m, step)]
 
 
-def _entry_point(variant, n: int, k: int, *operands) -> str:
-    """The kernel to launch: the unaligned entry point unless every operand row is 16-byte aligned."""
-    if not variant.unaligned_entry:
+def _entry_point(variant, config, n: int, k: int, *operands) -> str:
+    """The kernel to launch: the unaligned entry point, where the configuration has one, unless
+    every operand row is 16-byte aligned."""
+    if not variant.unaligned_entry(config):
         return variant.kernel_name
     rows_aligned = k % 4 == 0 and n % 4 == 0 and all(x.data.ptr % 16 == 0 for x in operands)
     return variant.kernel_name if rows_aligned else variant.unaligned_kernel_name
@@ -179,8 +180,8 @@ def matmul(
     a = cupy.ascontiguousarray(a)
     b = cupy.ascontiguousarray(b)
     if config is None and chosen.dispatch:
-        # An operand off a 16-byte boundary (an offset view) sends coarsened to its unaligned
-        # entry point, so the dispatch looks up the class tuned for that path.
+        # An operand off a 16-byte boundary (an offset view) sends coarsened down its unaligned
+        # path, so the dispatch looks up the class tuned for that path.
         aligned = all(x.data.ptr % 16 == 0 for x in (a, b, out))
         choice = dispatch.choose(chosen, m, n, k, dispatch.current_gpu(), aligned)
         settings, count = choice.config, choice.splits if splits is None else splits
@@ -188,7 +189,7 @@ def matmul(
         count = splits or 1
     count = dispatch.effective_splits(chosen, settings, k, count)
     dims = (numpy.int32(m), numpy.int32(n), numpy.int32(k))
-    kernel = get_kernel(chosen, settings, _entry_point(chosen, n, k, a, b, out))
+    kernel = get_kernel(chosen, settings, _entry_point(chosen, settings, n, k, a, b, out))
     if count == 1 and chosen.row_chunks:
         for first, rows in _row_chunks(chosen, settings, m):
             kernel(

@@ -23,7 +23,8 @@ class TestRegistry:
         assert 'extern "C" __global__' in text
         assert re.search(rf"\b{variant.kernel_name}\s*\(", text)
         has_unaligned = re.search(rf"\b{variant.unaligned_kernel_name}\s*\(", text) is not None
-        assert has_unaligned == variant.unaligned_entry, "unaligned_entry must match the source"
+        uses_unaligned = any(variant.unaligned_entry(c) for c in variant.configs)
+        assert has_unaligned == uses_unaligned, "unaligned_entry must match the source"
 
     @pytest.mark.parametrize("variant", [v for v in VARIANTS.values() if not v.is_library], ids=str)
     def test_constants_only_in_registry(self, variant):
@@ -252,3 +253,50 @@ class TestGrid:
         assert _grid(coarsened, coarsened.config, 1024, 1024, 3) == (4, 8, 3)  # N/256, M/128
         with pytest.raises(ValueError, match="grid limit of 65535 on z"):
             _grid(coarsened, coarsened.config, 1024, 1024, 70000)
+
+
+class TestEntryPoint:
+    """Which kernel of a module a launch calls (gemm._api._entry_point)."""
+
+    class Operand:
+        """Stands in for a cupy.ndarray: _entry_point reads only ``data.ptr``."""
+
+        def __init__(self, ptr: int):
+            self.data = type("Memory", (), {"ptr": ptr})()
+
+    def launch(self, config, n, k, *pointers):
+        from gemm._api import _entry_point
+
+        operands = [self.Operand(p) for p in pointers or (0, 256, 512)]
+        return _entry_point(VARIANTS["coarsened"], config, n, k, *operands)
+
+    @pytest.mark.parametrize("config", VARIANTS["coarsened"].configs, ids=config_name)
+    def test_aligned_rows_take_the_aligned_entry(self, config):
+        assert self.launch(config, 132, 132) == "gemm_coarsened"
+
+    @pytest.mark.parametrize("config", VARIANTS["coarsened"].configs, ids=config_name)
+    @pytest.mark.parametrize(
+        ("n", "k", "pointers"),
+        [(130, 132, ()), (132, 130, ()), (132, 132, (0, 260, 512)), (132, 132, (0, 256, 520))],
+        ids=["N", "K", "B-offset", "C-offset"],
+    )
+    def test_unaligned_rows_by_tile_size(self, config, n, k, pointers):
+        """Unaligned rows take the unaligned entry with 128×128 tiles or larger, else the aligned
+        entry's run-time fallback."""
+        wide = config["BM"] >= 128 and config["BN"] >= 128
+        expected = "gemm_coarsened_unaligned" if wide else "gemm_coarsened"
+        assert self.launch(config, n, k, *pointers) == expected
+
+    def test_both_kinds_are_registered(self):
+        """The registry has configurations of each kind, so both entry points are launched."""
+        kinds = {VARIANTS["coarsened"].unaligned_entry(c) for c in VARIANTS["coarsened"].configs}
+        assert kinds == {True, False}
+
+    @pytest.mark.parametrize("name", ["naive", "tiled"])
+    def test_other_variants_have_one_entry(self, name):
+        from gemm._api import _entry_point
+
+        variant = VARIANTS[name]
+
+        unaligned = self.Operand(4)
+        assert _entry_point(variant, variant.config, 3, 3, unaligned) == variant.kernel_name
