@@ -92,9 +92,10 @@ __device__ __forceinline__ void coarsened(const float* __restrict__ A, const flo
     const int tid = threadIdx.x;
     const int row0 = blockIdx.y * BM, col0 = blockIdx.x * BN;
 
-    // The aligned entry point checks again at run time, and would take the one-float path. That
-    // branch also keeps the compiler from sinking its loads (see next_step): without it, the
-    // configurations narrower than 256 columns ran 17-29% slower (docs/tuning.md).
+    // The aligned entry point checks again at run time and takes the one-float path itself when
+    // it must: tiles under 128x128 run unaligned rows that way (gemm/variants.py). The branch
+    // also keeps the compiler from sinking its loads (see next_step); without it, tiles
+    // narrower than 256 columns ran 17-29% slower on an H200.
     const bool vec = ALIGNED && (lda % 4 == 0) && (N % 4 == 0) &&
                      ((reinterpret_cast<size_t>(A) | reinterpret_cast<size_t>(B) |
                        reinterpret_cast<size_t>(C)) % 16 == 0);

@@ -1,0 +1,92 @@
+"""Two sweeps of the same shapes, compared per coarsened configuration on the shapes with unaligned rows (CPU).
+
+    python lab/scripts/entry_split.py OLD_COMMIT NEW_COMMIT [NAMES...]
+
+Reads lab/data/heldout-NAME-OLD_COMMIT.json and the same for NEW_COMMIT (`gemmbench report
+--sweep --json`, as lab/scripts/heldout-evidence.sh writes them) for each NAME (default: grid
+random7 random11 random13). For every shape with N or K not a multiple of 4 and every dimension at least 256, it
+prints new ÷ old of coarsened ÷ cuBLAS (table on), grouped by the configuration the new run chose.
+Then, per NAME, the distribution (min, 10th percentile, median) of the old run, the new run, and
+an estimate that takes the new ratio for unaligned shapes whose configuration launches the
+unaligned entry point in today's registry, and the old one for the rest. The estimate mixes two
+runs, so it is only as good as their agreement on the aligned shapes, which it prints.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from gemm import get_variant  # noqa: E402
+from gemm.variants import config_name  # noqa: E402
+
+NAMES = ("grid", "random7", "random11", "random13")
+DATA = Path(__file__).resolve().parents[1] / "data"
+
+
+def ratios(path: Path) -> dict[tuple[int, ...], tuple[float, str]]:
+    """Shape -> (coarsened ÷ cuBLAS with the table, configuration name) of one sweep."""
+    records = json.loads(path.read_text(encoding="utf-8"))["records"]
+    return {
+        tuple(r["dims"]): (r["ratio"], r["choice"].split(" ×")[0])
+        for r in records
+        if r["variant"] == "coarsened" and r["dispatch"] == "table"
+    }
+
+
+def unaligned(shape: tuple[int, ...]) -> bool:
+    return shape[1] % 4 != 0 or shape[2] % 4 != 0
+
+
+def distribution(values: list[float]) -> str:
+    p10 = statistics.quantiles(values, n=10, method="inclusive")[0]
+    return f"{min(values):.3f} / {p10:.3f} / {statistics.median(values):.3f}"
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) < 2:
+        print(__doc__.split("\n\n")[1], file=sys.stderr)
+        return 2
+    old_commit, new_commit, names = argv[0], argv[1], argv[2:] or NAMES
+    coarsened = get_variant("coarsened")
+    takes_entry = {config_name(c): coarsened.unaligned_entry(c) for c in coarsened.configs}
+    by_config = defaultdict(list)
+    for name in names:
+        old = ratios(DATA / f"heldout-{name}-{old_commit}.json")
+        new = ratios(DATA / f"heldout-{name}-{new_commit}.json")
+        shapes = [s for s in new if s in old and min(s) >= 256]
+        aligned = [new[s][0] / old[s][0] for s in shapes if not unaligned(s)]
+        estimate = []
+        for shape in shapes:
+            ratio, config = new[shape]
+            if unaligned(shape):
+                by_config[config].append((ratio / old[shape][0], shape))
+                if not takes_entry.get(config, False):
+                    ratio = old[shape][0]
+            estimate.append(ratio)
+        print(
+            f"{name}: {len(shapes)} shapes; aligned new ÷ old median "
+            f"{statistics.median(aligned):.4f}; min / p10 / median: old "
+            f"{distribution([old[s][0] for s in shapes])}, new "
+            f"{distribution([new[s][0] for s in shapes])}, estimate {distribution(estimate)}"
+        )
+    print("unaligned shapes, new ÷ old by configuration:")
+    for config, rows in sorted(by_config.items()):
+        rows.sort()
+        worst = ", ".join(f"{'x'.join(map(str, s))} {r:.3f}" for r, s in rows[:2])
+        entry = "unaligned entry" if takes_entry.get(config) else "aligned entry's fallback"
+        print(
+            f"  {config} ({entry} today): {len(rows)} shapes, median "
+            f"{statistics.median(r for r, _ in rows):.3f}, range {rows[0][0]:.3f}–{rows[-1][0]:.3f}"
+            f"; lowest {worst}"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
