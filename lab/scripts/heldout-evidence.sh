@@ -26,7 +26,9 @@ if [[ -n ${PARENT:-} ]]; then
         IFS=x read -r m n k <<<"$s"
         if [[ -z $n || ($m == "$n" && $n == "$k") ]]; then printf 'coarsened-%s,' "$m"; else printf 'coarsened-%s,' "$s"; fi
     done)${GATE_CASES:+$GATE_CASES,}
-    clone=$(mktemp -d)/gate; git clone -q . "$clone" && git -C "$clone" branch -f base "$PARENT"
+    # PARENT as this checkout names it: a clone has only the checked-out branch of its own.
+    parent=$(git rev-parse --verify --quiet "$PARENT^{commit}") || { echo "PARENT $PARENT is not a commit here" | tee -a "$out/summary.txt"; exit 2; }
+    clone=$(mktemp -d)/gate; git clone -q . "$clone" && git -C "$clone" branch -f base "$parent"
     cp pyproject.toml "$out/pyproject.toml.orig"
     "$PY" - "${GATE_SHAPES:?GATE_SHAPES: the gate shapes, e.g. 599x2560x1912 343x439x13216}" <<'PYEOF'
 import re, sys
