@@ -87,13 +87,12 @@ def _row_chunks(variant, config, m: int) -> list[tuple[int, int]]:
     return [(first, min(step, m - first)) for first in range(0, m, step)]
 
 
-def _entry_point(variant, config, n: int, k: int, *operands) -> str:
-    """The kernel to launch: the unaligned entry point, where the configuration has one, unless
-    every operand row is 16-byte aligned."""
-    if not variant.unaligned_entry(config):
-        return variant.kernel_name
-    rows_aligned = k % 4 == 0 and n % 4 == 0 and all(x.data.ptr % 16 == 0 for x in operands)
-    return variant.kernel_name if rows_aligned else variant.unaligned_kernel_name
+def _entry_point(variant, config, n: int, k: int, aligned: bool) -> str:
+    """The kernel to launch: the unaligned entry point where the configuration has one and some
+    row starts off a 16-byte boundary (``aligned``: the operands the kernel reads and writes are)."""
+    if variant.unaligned_entry(config) and dispatch.load_width(n, k, aligned) == 1:
+        return variant.unaligned_kernel_name
+    return variant.kernel_name
 
 
 def _check_splits(variant, splits) -> None:
@@ -189,7 +188,9 @@ def matmul(
         count = splits or 1
     count = dispatch.effective_splits(chosen, settings, k, count)
     dims = (numpy.int32(m), numpy.int32(n), numpy.int32(k))
-    kernel = get_kernel(chosen, settings, _entry_point(chosen, settings, n, k, a, b, out))
+    written = out if count == 1 else None  # split-K writes a fresh, aligned workspace instead
+    aligned = all(x.data.ptr % 16 == 0 for x in (a, b, written) if x is not None)
+    kernel = get_kernel(chosen, settings, _entry_point(chosen, settings, n, k, aligned))
     if count == 1 and chosen.row_chunks:
         for first, rows in _row_chunks(chosen, settings, m):
             kernel(

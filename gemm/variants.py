@@ -193,8 +193,8 @@ _AS_PAD = 4  # 03_coarsened.cu's AS_PAD: row padding of the transposed A tile
 
 def _coarsened_unaligned_entry(c: Config) -> bool:
     """Block tiles of at least 128×128 take unaligned rows through the entry point compiled for
-    them (1-6% faster on the H200); smaller ones lost up to 12% with it, so keep the aligned
-    entry point's run-time fallback (docs/tuning.md)."""
+    them (1-6% faster on the H200); smaller ones lost up to 12.5% on some shapes with it, so keep
+    the aligned entry point's run-time fallback (docs/tuning.md)."""
     return c["BM"] >= 128 and c["BN"] >= 128
 
 

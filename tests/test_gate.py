@@ -672,6 +672,23 @@ def test_default_provider_offers_the_scalar_path():
     assert sorted(names) == sorted(f"{v}-{n}" for v in VARIANTS for n in sizes)
 
 
+def test_gate_shapes_reach_both_unaligned_paths():
+    """On an H200, the gate's shapes with N or K not a multiple of 4 launch both of coarsened's
+    ways of loading unaligned rows: the unaligned entry point and the aligned one's fallback."""
+    from gemm import VARIANTS, dispatch
+    from gemm._api import _entry_point
+    from gemmbench import config
+
+    coarsened = VARIANTS["coarsened"]
+    h200 = dispatch.Gpu("NVIDIA H200", "90", 132)
+    entries = set()
+    for m, n, k in config.load().shape_set("gate"):
+        if dispatch.load_width(n, k) == 1:
+            choice = dispatch.choose(coarsened, m, n, k, h200)
+            entries.add(_entry_point(coarsened, choice.config, n, k, True))
+    assert entries == {coarsened.kernel_name, coarsened.unaligned_kernel_name}
+
+
 class TestCrossCheck:
     """Tests for `gemmbench.gate.crosscheck`: the gate's own clock against reported times."""
 

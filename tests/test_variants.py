@@ -258,45 +258,30 @@ class TestGrid:
 class TestEntryPoint:
     """Which kernel of a module a launch calls (gemm._api._entry_point)."""
 
-    class Operand:
-        """Stands in for a cupy.ndarray: _entry_point reads only ``data.ptr``."""
-
-        def __init__(self, ptr: int):
-            self.data = type("Memory", (), {"ptr": ptr})()
-
-    def launch(self, config, n, k, *pointers):
-        from gemm._api import _entry_point
-
-        operands = [self.Operand(p) for p in pointers or (0, 256, 512)]
-        return _entry_point(VARIANTS["coarsened"], config, n, k, *operands)
-
-    @pytest.mark.parametrize("config", VARIANTS["coarsened"].configs, ids=config_name)
-    def test_aligned_rows_take_the_aligned_entry(self, config):
-        assert self.launch(config, 132, 132) == "gemm_coarsened"
-
     @pytest.mark.parametrize("config", VARIANTS["coarsened"].configs, ids=config_name)
     @pytest.mark.parametrize(
-        ("n", "k", "pointers"),
-        [(130, 132, ()), (132, 130, ()), (132, 132, (0, 260, 512)), (132, 132, (0, 256, 520))],
-        ids=["N", "K", "B-offset", "C-offset"],
+        ("n", "k", "aligned", "rows_aligned"),
+        [
+            (132, 132, True, True),
+            (130, 132, True, False),
+            (132, 130, True, False),
+            (132, 132, False, False),  # an operand off a 16-byte boundary
+        ],
+        ids=["aligned", "N", "K", "offset"],
     )
-    def test_unaligned_rows_by_tile_size(self, config, n, k, pointers):
-        """Unaligned rows take the unaligned entry with 128×128 tiles or larger, else the aligned
-        entry's run-time fallback."""
-        wide = config["BM"] >= 128 and config["BN"] >= 128
-        expected = "gemm_coarsened_unaligned" if wide else "gemm_coarsened"
-        assert self.launch(config, n, k, *pointers) == expected
+    def test_by_rows_and_registry(self, config, n, k, aligned, rows_aligned):
+        """Unaligned rows take the unaligned entry where the registry gives the configuration
+        one; everything else takes the aligned entry (whose run-time check takes the rest)."""
+        from gemm._api import _entry_point
 
-    def test_both_kinds_are_registered(self):
-        """The registry has configurations of each kind, so both entry points are launched."""
-        kinds = {VARIANTS["coarsened"].unaligned_entry(c) for c in VARIANTS["coarsened"].configs}
-        assert kinds == {True, False}
+        coarsened = VARIANTS["coarsened"]
+        unaligned = not rows_aligned and coarsened.unaligned_entry(config)
+        expected = coarsened.unaligned_kernel_name if unaligned else coarsened.kernel_name
+        assert _entry_point(coarsened, config, n, k, aligned) == expected
 
     @pytest.mark.parametrize("name", ["naive", "tiled"])
     def test_other_variants_have_one_entry(self, name):
         from gemm._api import _entry_point
 
         variant = VARIANTS[name]
-
-        unaligned = self.Operand(4)
-        assert _entry_point(variant, variant.config, 3, 3, unaligned) == variant.kernel_name
+        assert _entry_point(variant, variant.config, 3, 3, False) == variant.kernel_name

@@ -64,9 +64,10 @@ static_assert(WM % TM == 0 && WN % TN == 0, "the warp tile splits evenly into th
 static_assert(LANES_Y * LANES_X == 32, "a warp tile holds exactly 32 thread tiles");
 
 // The body of both entry points (at the end), compiled apart so that neither path's code can
-// change the other's registers or instruction schedule. ALIGNED: the caller found every row of A,
-// B and C on a 16-byte boundary (K and N multiples of 4, aligned pointers), so tiles move as
-// float4. Otherwise each float is loaded on its own.
+// change the other's registers or instruction schedule. ALIGNED (gemm_coarsened): tiles move as
+// float4 where every row of A, B and C starts on a 16-byte boundary (K and N multiples of 4,
+// aligned pointers), as a run-time check confirms, else one float at a time. Otherwise
+// (gemm_coarsened_unaligned) each float is loaded on its own.
 template <bool ALIGNED>
 __device__ __forceinline__ void coarsened(const float* __restrict__ A, const float* __restrict__ B,
                                           float* __restrict__ C, int M, int N, int K)

@@ -10,11 +10,12 @@ gemm/kernels/03_coarsened.cu (default: the working tree); ENTRY is gemm_coarsene
 gemm_coarsened_unaligned. nvcc, unlike NVRTC, does not expand a macro inside ``#pragma unroll``,
 so UNROLL is written in as a number first; everything else compiles as gemm._loader does.
 
-"FFMAs from LDG to STS" counts, in code order, the multiply-adds between a step's global loads
-and the shared-memory stores after them. For loads issued at the top of a step, near a step's
-worth (BK·TM·TN) means they are in flight while it computes, and a few means the compiler sank
-them next to their stores. The unaligned entry issues its loads before the end-of-step barrier
-and stores them a step later, across the loop's back edge, so code order shows it a few.
+"FFMAs from LDG to STS" counts, in code order, the multiply-adds between the last global load of
+a run of loads and the shared-memory store after it. For loads issued at the top of a step,
+near a step's worth (BK·TM·TN) means they are in flight while it computes, and a few means the
+compiler sank them next to their stores. Loads issued before the end-of-step barrier (the
+unaligned entry) are stored a step later, across the loop's back edge, which code order does
+not show: there the count is whatever code follows in the loop body, not a measure of sinking.
 """
 
 from __future__ import annotations
@@ -28,17 +29,19 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from gemm import _loader, get_variant  # noqa: E402
+from gemm.variants import config_name  # noqa: E402
 
 SOURCE = "gemm/kernels/03_coarsened.cu"
+ROOT = Path(__file__).resolve().parents[2]
 ENTRIES = ("gemm_coarsened", "gemm_coarsened_unaligned")
 _INSTRUCTION = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(.*?)\s*;")
 
 
 def source_at(rev: str | None) -> str:
     if rev is None:
-        return Path(SOURCE).read_text(encoding="utf-8")
+        return (ROOT / SOURCE).read_text(encoding="utf-8")
     return subprocess.run(
-        ["git", "show", f"{rev}:{SOURCE}"], capture_output=True, text=True, check=True
+        ["git", "show", f"{rev}:{SOURCE}"], capture_output=True, text=True, check=True, cwd=ROOT
     ).stdout
 
 
@@ -73,7 +76,8 @@ def compile_sass(source: str, config, entries) -> dict[str, tuple[int, list[str]
 
 
 def ffmas_from_loads_to_stores(instructions: list[str]) -> list[int]:
-    """For each run of global loads after the first barrier, the FFMAs before the next STS."""
+    """For each run of global loads after the first barrier, the FFMAs from its last load to the
+    next STS."""
     ops = [re.sub(r"^@!?U?P\w+\s+", "", i).split()[0] for i in instructions]
     first_barrier = next(i for i, op in enumerate(ops) if op.startswith("BAR"))
     gaps, i = [], first_barrier
@@ -82,7 +86,8 @@ def ffmas_from_loads_to_stores(instructions: list[str]) -> list[int]:
         if load is None:
             return gaps
         store = next((j for j in range(load, len(ops)) if ops[j].startswith("STS")), len(ops))
-        gaps.append(sum(op.startswith("FFMA") for op in ops[load:store]))
+        last_load = max(j for j in range(load, store) if ops[j].startswith("LDG"))
+        gaps.append(sum(op.startswith("FFMA") for op in ops[last_load:store]))
         i = store + 1
 
 
@@ -95,10 +100,7 @@ def loads(rev: str | None) -> int:
             f"{entry}: {regs} registers, FFMAs LDG->STS {ffmas_from_loads_to_stores(sass)[:3]}"
             for entry, (regs, sass) in built.items()
         ]
-        print(
-            f"{config['BM']}x{config['BN']} BK{config['BK']} UNROLL{config['UNROLL']}: "
-            + "; ".join(cells)
-        )
+        print(f"{config_name(config)}: " + "; ".join(cells))
     return 0
 
 
@@ -112,10 +114,7 @@ def same(left: str, right: str) -> int:
         _, sass_b = compile_sass(source_b, config, [entry_b])[entry_b]
         identical += sass_a == sass_b
         verdict = "identical" if sass_a == sass_b else "differ"
-        print(
-            f"{config['BM']}x{config['BN']} BK{config['BK']} PREFETCH{config['PREFETCH']}: "
-            f"{verdict} ({len(sass_a)} and {len(sass_b)} instructions)"
-        )
+        print(f"{config_name(config)}: {verdict} ({len(sass_a)} and {len(sass_b)} instructions)")
     print(f"{identical} of {len(configs)} identical")
     return 0
 

@@ -66,12 +66,15 @@ def main(argv: list[str]) -> int:
             ratio, config = new[shape]
             if unaligned(shape):
                 by_config[config].append((ratio / old[shape][0], shape))
-                if not takes_entry.get(config, False):
+                if config not in takes_entry:
+                    raise SystemExit(f"entry_split: {config} is not a registered configuration")
+                if not takes_entry[config]:
                     ratio = old[shape][0]
             estimate.append(ratio)
         print(
             f"{name}: {len(shapes)} shapes; aligned new ÷ old median "
-            f"{statistics.median(aligned):.4f}; min / p10 / median: old "
+            f"{statistics.median(aligned):.4f}, range {min(aligned):.3f}–{max(aligned):.3f}"
+            f"; min / p10 / median: old "
             f"{distribution([old[s][0] for s in shapes])}, new "
             f"{distribution([new[s][0] for s in shapes])}, estimate {distribution(estimate)}"
         )
@@ -79,7 +82,7 @@ def main(argv: list[str]) -> int:
     for config, rows in sorted(by_config.items()):
         rows.sort()
         worst = ", ".join(f"{'x'.join(map(str, s))} {r:.3f}" for r, s in rows[:2])
-        entry = "unaligned entry" if takes_entry.get(config) else "aligned entry's fallback"
+        entry = "unaligned entry" if takes_entry[config] else "aligned entry's fallback"
         print(
             f"  {config} ({entry} today): {len(rows)} shapes, median "
             f"{statistics.median(r for r, _ in rows):.3f}, range {rows[0][0]:.3f}–{rows[-1][0]:.3f}"
