@@ -87,6 +87,10 @@ def _row_chunks(variant, config, m: int) -> list[tuple[int, int]]:
     return [(first, min(step, m - first)) for first in range(0, m, step)]
 
 
+def _on_16_byte_boundaries(*arrays) -> bool:
+    return all(x.data.ptr % 16 == 0 for x in arrays)
+
+
 def _entry_point(variant, config, n: int, k: int, aligned: bool) -> str:
     """The kernel to launch: the unaligned entry point where the configuration has one and some
     row starts off a 16-byte boundary (``aligned``: the operands the kernel reads and writes are)."""
@@ -181,15 +185,15 @@ def matmul(
     if config is None and chosen.dispatch:
         # An operand off a 16-byte boundary (an offset view) sends coarsened down its unaligned
         # path, so the dispatch looks up the class tuned for that path.
-        aligned = all(x.data.ptr % 16 == 0 for x in (a, b, out))
+        aligned = _on_16_byte_boundaries(a, b, out)
         choice = dispatch.choose(chosen, m, n, k, dispatch.current_gpu(), aligned)
         settings, count = choice.config, choice.splits if splits is None else splits
     else:
         count = splits or 1
     count = dispatch.effective_splits(chosen, settings, k, count)
     dims = (numpy.int32(m), numpy.int32(n), numpy.int32(k))
-    written = out if count == 1 else None  # split-K writes a fresh, aligned workspace instead
-    aligned = all(x.data.ptr % 16 == 0 for x in (a, b, written) if x is not None)
+    # Split-K writes a fresh, aligned workspace instead of out.
+    aligned = _on_16_byte_boundaries(a, b, *([out] if count == 1 else []))
     kernel = get_kernel(chosen, settings, _entry_point(chosen, settings, n, k, aligned))
     if count == 1 and chosen.row_chunks:
         for first, rows in _row_chunks(chosen, settings, m):

@@ -48,8 +48,8 @@ class Variant:
     ``split_k``: the kernel splits K over gridDim.z into a workspace that its
     ``sum_kernel_name`` kernel adds up. ``unaligned_entry``: whether a configuration launches the
     source's second entry point, ``unaligned_kernel_name``, for operands whose rows do not all
-    start on 16-byte boundaries (otherwise the first one takes them too). ``dispatch``: with no explicit
-    configuration, ``gemm.dispatch`` picks one (and a split count) per shape and GPU;
+    start on 16-byte boundaries (otherwise the first one takes them too). ``dispatch``: with no
+    explicit configuration, ``gemm.dispatch`` picks one (and a split count) per shape and GPU;
     ``resident_blocks``: the blocks of a configuration a multiprocessor holds at once (the
     dispatch's model of waves). ``switches``
     names the constants that turn a kernel feature off (0) or on (1); every other constant is a

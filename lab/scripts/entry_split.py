@@ -24,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from gemm import get_variant  # noqa: E402
 from gemm.variants import config_name  # noqa: E402
+from gemmbench.sweep import in_distribution, percentile, unaligned  # noqa: E402
 
 NAMES = ("grid", "random7", "random11", "random13")
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -39,13 +40,9 @@ def ratios(path: Path) -> dict[tuple[int, ...], tuple[float, str]]:
     }
 
 
-def unaligned(shape: tuple[int, ...]) -> bool:
-    return shape[1] % 4 != 0 or shape[2] % 4 != 0
-
-
 def distribution(values: list[float]) -> str:
-    p10 = statistics.quantiles(values, n=10, method="inclusive")[0]
-    return f"{min(values):.3f} / {p10:.3f} / {statistics.median(values):.3f}"
+    """min / 10th percentile / median, as `gemmbench report --sweep` gives them."""
+    return f"{min(values):.3f} / {percentile(values, 10):.3f} / {statistics.median(values):.3f}"
 
 
 def main(argv: list[str]) -> int:
@@ -59,7 +56,7 @@ def main(argv: list[str]) -> int:
     for name in names:
         old = ratios(DATA / f"heldout-{name}-{old_commit}.json")
         new = ratios(DATA / f"heldout-{name}-{new_commit}.json")
-        shapes = [s for s in new if s in old and min(s) >= 256]
+        shapes = [s for s in new if s in old and in_distribution(s)]
         aligned = [new[s][0] / old[s][0] for s in shapes if not unaligned(s)]
         estimate = []
         for shape in shapes:
