@@ -49,7 +49,11 @@ def get_kernel(variant: Variant, config: Config, name: str | None = None):
     key = (cupy.cuda.Device().id, variant.source, options)
     module = _modules.get(key)
     if module is None:
-        module = cupy.RawModule(code=read_source(variant.source), options=options)
+        module = cupy.RawModule(
+            code=read_source(variant.source),
+            options=options,
+            name_expressions=variant.entry_names or None,
+        )
         try:
             module.compile()
         except cupy.cuda.compiler.CompileException as exc:

@@ -74,7 +74,16 @@ class Variant:
 
     @property
     def kernel_name(self) -> str:
-        return f"gemm_{self.name}"
+        """The entry point: ``gemm_<name>``, or ``gemm_<name><true>`` where the source compiles
+        an unaligned entry too, as the other instance of one template kernel."""
+        return f"gemm_{self.name}<true>" if self.entry_names else f"gemm_{self.name}"
+
+    @property
+    def entry_names(self) -> tuple[str, ...]:
+        """The template kernel's two instances, by the names NVRTC resolves (empty if none)."""
+        if not any(map(self.unaligned_entry, self.configs)):
+            return ()
+        return (f"gemm_{self.name}<true>", f"gemm_{self.name}<false>")
 
     @property
     def config(self) -> Config:
@@ -88,7 +97,7 @@ class Variant:
     @property
     def unaligned_kernel_name(self) -> str:
         """The entry point for rows off 16-byte boundaries, in the same source file."""
-        return f"gemm_{self.name}_unaligned"
+        return f"gemm_{self.name}<false>"
 
     @property
     def sum_kernel_name(self) -> str:

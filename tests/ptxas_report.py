@@ -55,6 +55,8 @@ def compile_report(
 
     options = [*compile_options(config), f"-arch={arch}", "-Xptxas=-v"]
     program = nvrtc.createProgram(read_source(variant.source), variant.source, [], [])
+    for name in variant.entry_names:
+        nvrtc.addNameExpression(program, name)
     try:
         try:
             nvrtc.compileProgram(program, options)
@@ -63,6 +65,10 @@ def compile_report(
                 f"{variant.source} {options}: {exc}\n{nvrtc.getProgramLog(program)}"
             ) from None
         log = nvrtc.getProgramLog(program)
+        # ptxas names a template kernel's instances by their mangled names; the log here uses the
+        # registry's (gemm_coarsened<true>), which NVRTC maps to them.
+        for name in variant.entry_names:
+            log = log.replace(f"'{nvrtc.getLoweredName(program, name)}'", f"'{name}'")
         if not nvrtc.getCUBIN(program):
             raise CompileError(f"{variant.source} {options}: NVRTC produced no cubin")
     finally:

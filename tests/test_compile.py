@@ -42,7 +42,7 @@ CASES = [
 
 REGISTERS_PER_MULTIPROCESSOR = 65536  # sm_60 to sm_90
 
-_ENTRY = re.compile(r"Compiling entry function '(\w+)'")
+_ENTRY = re.compile(r"Compiling entry function '([^']+)'")
 
 
 def reports_by_kernel(log: str) -> dict[str, str]:

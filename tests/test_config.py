@@ -48,7 +48,7 @@ class TestParse:
         c = config.load(REPO_ROOT / "pyproject.toml")
         assert c.package == "gemm" and c.baseline in c.variant_names()
         assert c.gate_title == "GEMM performance gate"
-        assert c.budgets.registers_for("coarsened") > c.budgets.registers_for("a_new_kernel")
+        assert c.budgets.registers_for("coarsened<true>") > c.budgets.registers_for("a_new_kernel")
 
     @pytest.mark.parametrize(
         ("keys", "message"),

@@ -17,7 +17,8 @@ class TestRegistry:
 
     @pytest.mark.parametrize("variant", [v for v in VARIANTS.values() if not v.is_library], ids=str)
     def test_source_defines_entry_point(self, variant):
-        """Each kernel file exists, is named NN_<name>.cu and defines extern "C" gemm_<name>."""
+        """Each kernel file exists, is named NN_<name>.cu and defines gemm_<name> (as a template:
+        both instances)."""
         assert re.fullmatch(rf"\d\d_{variant.name}\.cu", variant.source)
         text = (KERNEL_DIR / variant.source).read_text()
         assert 'extern "C" __global__' in text

@@ -6,9 +6,11 @@
 
 Needs nvcc (sm_90) on PATH and cuobjdump with nvdisasm beside it (the nvidia-cuda-cuobjdump and
 nvidia-cuda-nvdisasm wheels carry both; put their bin/ on PATH). REV is a git revision of
-gemm/kernels/03_coarsened.cu (default: the working tree); ENTRY is gemm_coarsened or
-gemm_coarsened_unaligned. nvcc, unlike NVRTC, does not expand a macro inside ``#pragma unroll``,
-so UNROLL is written in as a number first; everything else compiles as gemm._loader does.
+gemm/kernels/03_coarsened.cu (default: the working tree); ENTRY is gemm_coarsened<true> or
+gemm_coarsened<false> (one template kernel, since 2026-12-02), or for older revisions
+gemm_coarsened or gemm_coarsened_unaligned (two extern "C" kernels). nvcc, unlike NVRTC,
+does not expand a macro inside ``#pragma unroll``, so UNROLL is written in as a number first;
+everything else compiles as gemm._loader does.
 
 "FFMAs from LDG to STS" counts, in code order, the multiply-adds between the last global load of
 a run of loads and the shared-memory store after it. For loads issued at the top of a step,
@@ -33,7 +35,8 @@ from gemm.variants import config_name  # noqa: E402
 
 SOURCE = "gemm/kernels/03_coarsened.cu"
 ROOT = Path(__file__).resolve().parents[2]
-ENTRIES = ("gemm_coarsened", "gemm_coarsened_unaligned")
+ENTRIES = ("gemm_coarsened", "gemm_coarsened_unaligned")  # before the template kernel
+TEMPLATE_ENTRIES = ("gemm_coarsened<true>", "gemm_coarsened<false>")
 _INSTRUCTION = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(.*?)\s*;")
 
 
@@ -59,20 +62,40 @@ def compile_sass(source: str, config, entries) -> dict[str, tuple[int, list[str]
         )
         if built.returncode:
             raise SystemExit(f"entry_sass: nvcc failed:\n{built.stderr}")
+        functions = subprocess.run(
+            ["cuobjdump", "-sass", str(cubin)], capture_output=True, text=True, check=True
+        ).stdout
         result = {}
         for entry in entries:
-            report = built.stderr.split(f"'{entry}'")
+            symbol = _symbol(entry, re.findall(r"Function : (\S+)", functions))
+            report = built.stderr.split(f"'{symbol}'")
             if len(report) < 2:
                 raise SystemExit(f"entry_sass: no entry point {entry} in this source")
             registers = int(re.search(r"Used (\d+) registers", report[1]).group(1))
             listing = subprocess.run(
-                ["cuobjdump", "-sass", "-fun", entry, str(cubin)],
+                ["cuobjdump", "-sass", "-fun", symbol, str(cubin)],
                 capture_output=True,
                 text=True,
                 check=True,
             ).stdout
             result[entry] = (registers, _INSTRUCTION.findall(listing))
     return result
+
+
+def _symbol(entry: str, functions: list[str]) -> str:
+    """The cubin's name for ``entry``: itself, or a template instance's mangled name."""
+    if "<" not in entry:
+        return entry
+    name, argument = entry.rstrip(">").split("<")
+    flag = {"true": 1, "false": 0}[argument]
+    return next(f for f in functions if re.match(rf"_Z\d+{name}ILb{flag}E", f))
+
+
+def entries_of(source: str) -> tuple[str, ...]:
+    """The coarsened entry points a revision's source defines."""
+    if re.search(r"template <bool ALIGNED>\s*__global__", source):
+        return TEMPLATE_ENTRIES
+    return tuple(e for e in ENTRIES if re.search(rf"\b{e}\s*\(", source))
 
 
 def ffmas_from_loads_to_stores(instructions: list[str]) -> list[int]:
@@ -93,7 +116,7 @@ def ffmas_from_loads_to_stores(instructions: list[str]) -> list[int]:
 
 def loads(rev: str | None) -> int:
     source = source_at(rev)
-    entries = [e for e in ENTRIES if re.search(rf"\b{e}\s*\(", source)]
+    entries = entries_of(source)
     for config in get_variant("coarsened").configs:
         built = compile_sass(source, config, entries)
         cells = [
