@@ -18,6 +18,9 @@ _STATIC_ASSERT = re.compile(r'static assertion failed with "([^"]*)"')
 _ERROR_DIRECTIVE = re.compile(r"#error directive: \"?([^\"\n]*)")
 
 _modules: dict[tuple[int, str, tuple[str, ...]], object] = {}
+# Kernels looked up once: RawModule.get_function makes a new RawKernel each call, and for a
+# template instance resolving it cost tens of microseconds a launch.
+_kernels: dict[tuple[int, str, tuple[str, ...], str], object] = {}
 
 
 @functools.cache
@@ -47,6 +50,10 @@ def get_kernel(variant: Variant, config: Config, name: str | None = None):
 
     options = compile_options(config)
     key = (cupy.cuda.Device().id, variant.source, options)
+    name = name or variant.kernel_name
+    kernel = _kernels.get((*key, name))
+    if kernel is not None:
+        return kernel
     module = _modules.get(key)
     if module is None:
         module = cupy.RawModule(
@@ -62,4 +69,5 @@ def get_kernel(variant: Variant, config: Config, name: str | None = None):
                 raise
             raise error from None
         _modules[key] = module
-    return module.get_function(name or variant.kernel_name)
+    kernel = _kernels[(*key, name)] = module.get_function(name)
+    return kernel
