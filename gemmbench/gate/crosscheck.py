@@ -62,7 +62,8 @@ def hidden_time(
         return None
     return (
         f"head's requests took {excess / reported:.1%} of base's time longer than head's "
-        f"reported times account for (p = {p:.2g}): a speed-up the judge's clock does not show"
+        f"reported times account for (p = {p:.2g}): a speed-up the judge's clock does not show, "
+        "or more host work a call than base's"
     )
 
 
