@@ -19,7 +19,7 @@ _ERROR_DIRECTIVE = re.compile(r"#error directive: \"?([^\"\n]*)")
 
 _modules: dict[tuple[int, str, tuple[str, ...]], object] = {}
 # Kernels looked up once: RawModule.get_function makes a new RawKernel each call, and for a
-# template instance resolving it cost tens of microseconds a launch.
+# template instance that cost about 8 us a call at 256^3 on an H200.
 _kernels: dict[tuple[int, str, tuple[str, ...], str], object] = {}
 
 

@@ -46,9 +46,11 @@ class Variant:
     more row blocks than the grid's y limit, ``gemm.matmul`` launches the kernel once per chunk
     of rows (on row slices of A and C), so the kernel itself stays one element a thread.
     ``split_k``: the kernel splits K over gridDim.z into a workspace that its
-    ``sum_kernel_name`` kernel adds up. ``unaligned_entry``: whether a configuration launches the
-    source's second entry point, ``unaligned_kernel_name``, for operands whose rows do not all
-    start on 16-byte boundaries (otherwise the first one takes them too). ``dispatch``: with no
+    ``sum_kernel_name`` kernel adds up. ``template_entry``: the source's entry point is one
+    ``template <bool ALIGNED> __global__`` kernel ``gemm_<name>``, instantiated for both values;
+    ``unaligned_entry`` then says whether a configuration launches the ``false`` instance,
+    ``unaligned_kernel_name``, for operands whose rows do not all start on 16-byte boundaries
+    (otherwise the aligned one takes them too). ``dispatch``: with no
     explicit configuration, ``gemm.dispatch`` picks one (and a split count) per shape and GPU;
     ``resident_blocks``: the blocks of a configuration a multiprocessor holds at once (the
     dispatch's model of waves). ``switches``
@@ -67,6 +69,7 @@ class Variant:
     row_chunks: bool = False
     split_k: bool = False
     unaligned_entry: Callable[[Config], bool] = field(default=lambda c: False, compare=False)
+    template_entry: bool = False
     dispatch: bool = False
     switches: frozenset[str] = frozenset()
     resident_blocks: Callable[[Config], int] = field(default=lambda c: 1, compare=False)
@@ -74,16 +77,13 @@ class Variant:
 
     @property
     def kernel_name(self) -> str:
-        """The entry point: ``gemm_<name>``, or ``gemm_<name><true>`` where the source compiles
-        an unaligned entry too, as the other instance of one template kernel."""
-        return f"gemm_{self.name}<true>" if self.entry_names else f"gemm_{self.name}"
+        """The entry point: ``gemm_<name>``, or with ``template_entry`` the aligned instance."""
+        return f"gemm_{self.name}<true>" if self.template_entry else f"gemm_{self.name}"
 
     @property
     def entry_names(self) -> tuple[str, ...]:
-        """The template kernel's two instances, by the names NVRTC resolves (empty if none)."""
-        if not any(map(self.unaligned_entry, self.configs)):
-            return ()
-        return (f"gemm_{self.name}<true>", f"gemm_{self.name}<false>")
+        """A template kernel's two instances, by the names NVRTC resolves (empty if none)."""
+        return (self.kernel_name, self.unaligned_kernel_name) if self.template_entry else ()
 
     @property
     def config(self) -> Config:
@@ -273,6 +273,7 @@ VARIANTS: Mapping[str, Variant] = MappingProxyType(
             shared_bytes=_coarsened_shared_bytes,
             split_k=True,
             unaligned_entry=_coarsened_unaligned_entry,
+            template_entry=True,
             dispatch=True,
         ),
         "cublas": Variant(

@@ -58,6 +58,17 @@ def launch_bounds_registers(variant, config) -> int:
     return min(REGISTERS_PER_MULTIPROCESSOR // (x * y * z * config["MIN_BLOCKS"]), 255)
 
 
+def test_budgets_name_kernels():
+    """Each register budget names a kernel of the registry (a stale name would leave that kernel
+    on max_registers)."""
+    kernels = set()
+    for variant in VARIANTS.values():
+        if not variant.is_library:
+            kernels |= {variant.kernel_name, *variant.entry_names}
+            kernels |= {variant.sum_kernel_name} if variant.split_k else set()
+    assert set(BUDGETS.registers) <= {k.removeprefix("gemm_") for k in kernels}
+
+
 @needs_nvrtc
 @pytest.mark.parametrize(("variant", "config"), CASES)
 def test_within_budget(variant, config):
@@ -67,11 +78,7 @@ def test_within_budget(variant, config):
     expected = (
         {variant.kernel_name}
         | ({variant.sum_kernel_name} if variant.split_k else set())
-        | (
-            {variant.unaligned_kernel_name}
-            if any(map(variant.unaligned_entry, variant.configs))
-            else set()
-        )
+        | set(variant.entry_names)
     )
     assert set(reports) == expected, f"entry functions {sorted(reports)}, expected {expected}"
     for kernel, report in reports.items():

@@ -17,15 +17,19 @@ class TestRegistry:
 
     @pytest.mark.parametrize("variant", [v for v in VARIANTS.values() if not v.is_library], ids=str)
     def test_source_defines_entry_point(self, variant):
-        """Each kernel file exists, is named NN_<name>.cu and defines gemm_<name> (as a template:
-        both instances)."""
+        """Each kernel file exists, is named NN_<name>.cu and defines gemm_<name>: extern "C", or
+        with template_entry a template kernel and both its instances."""
         assert re.fullmatch(rf"\d\d_{variant.name}\.cu", variant.source)
         text = (KERNEL_DIR / variant.source).read_text()
-        assert 'extern "C" __global__' in text
-        assert re.search(rf"\b{variant.kernel_name}\s*\(", text)
-        has_unaligned = re.search(rf"\b{variant.unaligned_kernel_name}\s*\(", text) is not None
-        uses_unaligned = any(variant.unaligned_entry(c) for c in variant.configs)
-        assert has_unaligned == uses_unaligned, "unaligned_entry must match the source"
+        if variant.template_entry:
+            definition = rf"template <bool \w+>\s*__global__[^;{{]*\bgemm_{variant.name}\s*\("
+            assert re.search(definition, text)
+            for name in variant.entry_names:
+                assert re.search(rf"template __global__ void {re.escape(name)}\s*\(", text), name
+        else:
+            assert re.search(rf'extern "C" __global__[^;{{]*\b{variant.kernel_name}\s*\(', text)
+        routed = any(variant.unaligned_entry(c) for c in variant.configs)
+        assert not routed or variant.template_entry, "unaligned_entry needs a template entry point"
 
     @pytest.mark.parametrize("variant", [v for v in VARIANTS.values() if not v.is_library], ids=str)
     def test_constants_only_in_registry(self, variant):

@@ -88,7 +88,10 @@ def _symbol(entry: str, functions: list[str]) -> str:
         return entry
     name, argument = entry.rstrip(">").split("<")
     flag = {"true": 1, "false": 0}[argument]
-    return next(f for f in functions if re.match(rf"_Z\d+{name}ILb{flag}E", f))
+    found = [f for f in functions if re.match(rf"_Z\d+{name}ILb{flag}E", f)]
+    if not found:
+        raise SystemExit(f"entry_sass: no instance {entry} in the cubin ({', '.join(functions)})")
+    return found[0]
 
 
 def entries_of(source: str) -> tuple[str, ...]:

@@ -54,7 +54,9 @@ def measure(out: str, seeds: list[int]) -> int:
         options = _loader.compile_options(config) + (f"-DVEC_LOADS={mode['vec']}",)
         module = modules.get(options)
         if module is None:
-            module = modules[options] = cupy.RawModule(code=spec_source, options=options)
+            module = modules[options] = cupy.RawModule(
+                code=spec_source, options=options, name_expressions=variant.entry_names or None
+            )
         return module.get_function(name or variant.kernel_name)
 
     api.get_kernel = get_kernel
