@@ -94,8 +94,7 @@ def _on_16_byte_boundaries(*arrays) -> bool:
 def _entry_point(variant, config, n: int, k: int, aligned: bool) -> str:
     """The kernel to launch: the unaligned entry point where the configuration has one and some
     row starts off a 16-byte boundary (``aligned``: the operands the kernel reads and writes are)."""
-    unaligned = variant.template_entry and variant.unaligned_entry(config)
-    if unaligned and dispatch.load_width(n, k, aligned) == 1:
+    if variant.unaligned_entry(config) and dispatch.load_width(n, k, aligned) == 1:
         return variant.unaligned_kernel_name
     return variant.kernel_name
 

@@ -58,14 +58,18 @@ def launch_bounds_registers(variant, config) -> int:
     return min(REGISTERS_PER_MULTIPROCESSOR // (x * y * z * config["MIN_BLOCKS"]), 255)
 
 
+def module_kernels(variant) -> set[str]:
+    """The entry functions of a variant's module: its entry point or template instances, and
+    split-K's sum pass."""
+    return {variant.kernel_name, *variant.entry_names} | (
+        {variant.sum_kernel_name} if variant.split_k else set()
+    )
+
+
 def test_budgets_name_kernels():
     """Each register budget names a kernel of the registry (a stale name would leave that kernel
     on max_registers)."""
-    kernels = set()
-    for variant in VARIANTS.values():
-        if not variant.is_library:
-            kernels |= {variant.kernel_name, *variant.entry_names}
-            kernels |= {variant.sum_kernel_name} if variant.split_k else set()
+    kernels = set().union(*(module_kernels(v) for v in VARIANTS.values() if not v.is_library))
     assert set(BUDGETS.registers) <= {k.removeprefix("gemm_") for k in kernels}
 
 
@@ -75,11 +79,7 @@ def test_within_budget(variant, config):
     """Every kernel in the module (split-K's sum pass included) meets the budgets: no spills, no stack frame."""
     _, log = compile_report(variant, config, arch=BUDGETS.arch)
     reports = reports_by_kernel(log)
-    expected = (
-        {variant.kernel_name}
-        | ({variant.sum_kernel_name} if variant.split_k else set())
-        | set(variant.entry_names)
-    )
+    expected = module_kernels(variant)
     assert set(reports) == expected, f"entry functions {sorted(reports)}, expected {expected}"
     for kernel, report in reports.items():
         usage = parse_ptxas_log(report)
@@ -94,7 +94,7 @@ def test_within_budget(variant, config):
         assert usage.shared_bytes <= BUDGETS.max_shared_bytes, (
             f"over the shared-memory budget: {where}"
         )
-        launched = {variant.kernel_name, variant.unaligned_kernel_name}
+        launched = {variant.kernel_name, *variant.entry_names}
         if kernel in launched and "MIN_BLOCKS" in config:
             assert usage.registers <= launch_bounds_registers(variant, config), (
                 f"over the registers its launch bounds leave a thread: {where}"
