@@ -91,11 +91,15 @@ def _on_16_byte_boundaries(*arrays) -> bool:
     return all(x.data.ptr % 16 == 0 for x in arrays)
 
 
-def _entry_point(variant, config, n: int, k: int, aligned: bool) -> str:
-    """The kernel to launch: the unaligned entry point where the configuration has one and some
-    row starts off a 16-byte boundary (``aligned``: the operands the kernel reads and writes are)."""
-    if variant.unaligned_entry(config) and dispatch.load_width(n, k, aligned) == 1:
-        return variant.unaligned_kernel_name
+def _entry_point(variant, config, n: int, k: int, aligned: bool, b_aligned: bool) -> str:
+    """The kernel to launch where some row starts off a 16-byte boundary (``aligned``: the
+    operands the kernel reads and writes are; ``b_aligned``: B and C are): the entry point for A's
+    rows alone where N is a multiple of 4, else the unaligned one where the configuration has it."""
+    if variant.template_entry and dispatch.load_width(n, k, aligned) == 1:
+        if n % 4 == 0 and b_aligned:
+            return variant.b_aligned_kernel_name
+        if variant.unaligned_entry(config):
+            return variant.unaligned_kernel_name
     return variant.kernel_name
 
 
@@ -193,8 +197,9 @@ def matmul(
     count = dispatch.effective_splits(chosen, settings, k, count)
     dims = (numpy.int32(m), numpy.int32(n), numpy.int32(k))
     # Split-K writes a fresh, aligned workspace instead of out.
-    aligned = _on_16_byte_boundaries(a, b, *([out] if count == 1 else []))
-    kernel = get_kernel(chosen, settings, _entry_point(chosen, settings, n, k, aligned))
+    written = [out] if count == 1 else []
+    aligned, b_aligned = _on_16_byte_boundaries(a, b, *written), _on_16_byte_boundaries(b, *written)
+    kernel = get_kernel(chosen, settings, _entry_point(chosen, settings, n, k, aligned, b_aligned))
     if count == 1 and chosen.row_chunks:
         for first, rows in _row_chunks(chosen, settings, m):
             kernel(

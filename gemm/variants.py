@@ -47,10 +47,11 @@ class Variant:
     of rows (on row slices of A and C), so the kernel itself stays one element a thread.
     ``split_k``: the kernel splits K over gridDim.z into a workspace that its
     ``sum_kernel_name`` kernel adds up. ``template_entry``: the source's entry point is one
-    ``template <bool ALIGNED> __global__`` kernel ``gemm_<name>``, instantiated for both values;
-    ``unaligned_entry`` then says whether a configuration launches the ``false`` instance,
-    ``unaligned_kernel_name``, for operands whose rows do not all start on 16-byte boundaries
-    (otherwise the aligned one takes them too). ``dispatch``: with no
+    ``template <bool ALIGNED, bool B_ALIGNED = ALIGNED> __global__`` kernel ``gemm_<name>``,
+    instantiated as ``entry_names``: every configuration launches ``b_aligned_kernel_name``
+    where only A's rows do not all start on 16-byte boundaries, and ``unaligned_entry`` says
+    whether it launches ``unaligned_kernel_name`` where B's or C's do not (otherwise the aligned
+    instance takes them too). ``dispatch``: with no
     explicit configuration, ``gemm.dispatch`` picks one (and a split count) per shape and GPU;
     ``resident_blocks``: the blocks of a configuration a multiprocessor holds at once (the
     dispatch's model of waves). ``switches``
@@ -82,8 +83,10 @@ class Variant:
 
     @property
     def entry_names(self) -> tuple[str, ...]:
-        """A template kernel's two instances, by the names NVRTC resolves (empty if none)."""
-        return (self.kernel_name, self.unaligned_kernel_name) if self.template_entry else ()
+        """A template kernel's instances, by the names NVRTC resolves (empty if none)."""
+        if not self.template_entry:
+            return ()
+        return (self.kernel_name, self.unaligned_kernel_name, self.b_aligned_kernel_name)
 
     @property
     def config(self) -> Config:
@@ -98,6 +101,11 @@ class Variant:
     def unaligned_kernel_name(self) -> str:
         """The entry point for rows off 16-byte boundaries, in the same source file."""
         return f"gemm_{self.name}<false>"
+
+    @property
+    def b_aligned_kernel_name(self) -> str:
+        """The unaligned entry point for A's rows alone off 16-byte boundaries: B and C as float4."""
+        return f"gemm_{self.name}<false, true>"
 
     @property
     def sum_kernel_name(self) -> str:
@@ -201,9 +209,9 @@ _AS_PAD = 4  # 03_coarsened.cu's AS_PAD: row padding of the transposed A tile
 
 
 def _coarsened_unaligned_entry(c: Config) -> bool:
-    """Block tiles of at least 128×128 take unaligned rows through the entry point compiled for
-    them (1-6% faster on the H200); smaller ones lost up to 12.5% on some shapes with it, so keep
-    the aligned entry point's run-time fallback (docs/tuning.md)."""
+    """Block tiles of at least 128×128 take B's or C's unaligned rows through the entry point
+    compiled for them (1-6% faster on the H200); smaller ones lost up to 12.5% on some shapes with
+    it, so keep the aligned entry point's run-time fallback (docs/tuning.md)."""
     return c["BM"] >= 128 and c["BN"] >= 128
 
 

@@ -40,7 +40,7 @@ SHAPES = [
 # Offset views: (M, N, K, floats A starts past its allocation, the same for B). Each view ends
 # where its allocation ends, so memcheck sees any read by coarsened's unaligned loads outside the
 # operand, at its first or its last float.
-VIEWS = [(67, 132, 132, 1, 2), (67, 257, 129, 3, 1)]
+VIEWS = [(67, 132, 132, 1, 2), (67, 257, 129, 3, 1), (67, 132, 129, 1, 0)]
 
 
 def launch_plan() -> list[tuple[str, dict | None, int | None]]:

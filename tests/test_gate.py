@@ -664,17 +664,18 @@ def test_default_provider_offers_the_scalar_path():
     offered at every size; nothing is allocated before a case is prepared."""
     from gemm import VARIANTS
     from gemmbench import config
-    from gemmbench.cases import registry_cases
+    from gemmbench.cases import case_name, registry_cases
 
     names = [case.name for case in registry_cases()]
-    assert "coarsened-2049" in names
-    sizes = [shape[0] for shape in config.load().shape_set("gate")]
-    assert sorted(names) == sorted(f"{v}-{n}" for v in VARIANTS for n in sizes)
+    assert {"coarsened-2049", "coarsened-2048x2048x2047"} <= set(names)
+    shapes = config.load().shape_set("gate")
+    assert sorted(names) == sorted(case_name(v, s) for v in VARIANTS for s in shapes)
 
 
-def test_gate_shapes_reach_both_unaligned_paths():
-    """On an H200, the gate's shapes with N or K not a multiple of 4 launch both of coarsened's
-    ways of loading unaligned rows: the unaligned entry point and the aligned one's fallback."""
+def test_gate_shapes_reach_every_unaligned_path():
+    """On an H200, the gate's shapes with N or K not a multiple of 4 launch each of coarsened's
+    ways of loading unaligned rows: the two unaligned entry points and the aligned one's
+    fallback."""
     from gemm import VARIANTS, dispatch
     from gemm._api import _entry_point
     from gemmbench import config
@@ -685,8 +686,12 @@ def test_gate_shapes_reach_both_unaligned_paths():
     for m, n, k in config.load().shape_set("gate"):
         if dispatch.load_width(n, k) == 1:
             choice = dispatch.choose(coarsened, m, n, k, h200)
-            entries.add(_entry_point(coarsened, choice.config, n, k, True))
-    assert entries == {coarsened.kernel_name, coarsened.unaligned_kernel_name}
+            entries.add(_entry_point(coarsened, choice.config, n, k, True, True))
+    assert entries == {
+        coarsened.kernel_name,
+        coarsened.unaligned_kernel_name,
+        coarsened.b_aligned_kernel_name,
+    }
 
 
 class TestCrossCheck:

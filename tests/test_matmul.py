@@ -132,6 +132,7 @@ UNALIGNED = [
     *[pytest.param(67, 132, 132, 0, o, 1, id=f"B-offset-{o}") for o in (1, 2, 3)],
     pytest.param(97, 131, 1029, 0, 0, 3, id="split-K-1-mod-4"),  # slices start mid-row
     pytest.param(97, 132, 1030, 3, 1, 2, id="split-K-offsets"),
+    pytest.param(97, 132, 1029, 1, 0, 3, id="split-K-A-rows"),  # B and C (the workspace) aligned
 ]
 
 

@@ -18,11 +18,12 @@ class TestRegistry:
     @pytest.mark.parametrize("variant", [v for v in VARIANTS.values() if not v.is_library], ids=str)
     def test_source_defines_entry_point(self, variant):
         """Each kernel file exists, is named NN_<name>.cu and defines gemm_<name>: extern "C", or
-        with template_entry a template kernel and both its instances."""
+        with template_entry a template kernel and each of its instances."""
         assert re.fullmatch(rf"\d\d_{variant.name}\.cu", variant.source)
         text = (KERNEL_DIR / variant.source).read_text()
         if variant.template_entry:
-            definition = rf"template <bool \w+>\s*__global__[^;{{]*\bgemm_{variant.name}\s*\("
+            parameters = r"bool \w+(, bool \w+ = \w+)*"
+            definition = rf"template <{parameters}>\s*__global__[^;{{]*\bgemm_{variant.name}\s*\("
             assert re.search(definition, text)
             for name in variant.entry_names:
                 assert re.search(rf"template __global__ void {re.escape(name)}\s*\(", text), name
@@ -265,28 +266,31 @@ class TestEntryPoint:
 
     @pytest.mark.parametrize("config", VARIANTS["coarsened"].configs, ids=config_name)
     @pytest.mark.parametrize(
-        ("n", "k", "aligned", "rows_aligned"),
+        ("n", "k", "aligned", "b_aligned", "entry"),
         [
-            (132, 132, True, True),
-            (130, 132, True, False),
-            (132, 130, True, False),
-            (132, 132, False, False),  # an operand off a 16-byte boundary
+            (132, 132, True, True, "kernel_name"),
+            (130, 132, True, False, "unaligned_kernel_name"),  # B's rows, and C's
+            (132, 130, True, True, "b_aligned_kernel_name"),  # A's rows alone
+            (132, 132, False, True, "b_aligned_kernel_name"),  # A off a 16-byte boundary
+            (132, 132, False, False, "unaligned_kernel_name"),  # B or C off one
+            (130, 130, True, False, "unaligned_kernel_name"),
         ],
-        ids=["aligned", "N", "K", "offset"],
+        ids=["aligned", "N", "K", "A-offset", "B-offset", "N-K"],
     )
-    def test_by_rows_and_registry(self, config, n, k, aligned, rows_aligned):
-        """Unaligned rows take the unaligned entry where the registry gives the configuration
-        one; everything else takes the aligned entry (whose run-time check takes the rest)."""
+    def test_by_rows_and_registry(self, config, n, k, aligned, b_aligned, entry):
+        """A's rows alone off 16-byte boundaries take their entry point in every configuration;
+        B's or C's take the unaligned entry where the registry gives the configuration one;
+        everything else takes the aligned entry (whose run-time check takes the rest)."""
         from gemm._api import _entry_point
 
         coarsened = VARIANTS["coarsened"]
-        unaligned = not rows_aligned and coarsened.unaligned_entry(config)
-        expected = coarsened.unaligned_kernel_name if unaligned else coarsened.kernel_name
-        assert _entry_point(coarsened, config, n, k, aligned) == expected
+        routed = entry != "unaligned_kernel_name" or coarsened.unaligned_entry(config)
+        expected = getattr(coarsened, entry if routed else "kernel_name")
+        assert _entry_point(coarsened, config, n, k, aligned, b_aligned) == expected
 
     @pytest.mark.parametrize("name", ["naive", "tiled"])
     def test_other_variants_have_one_entry(self, name):
         from gemm._api import _entry_point
 
         variant = VARIANTS[name]
-        assert _entry_point(variant, variant.config, 3, 3, False) == variant.kernel_name
+        assert _entry_point(variant, variant.config, 3, 3, False, False) == variant.kernel_name

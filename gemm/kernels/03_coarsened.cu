@@ -63,14 +63,13 @@ static_assert(BM % WM == 0 && BN % WN == 0, "the block tile splits evenly into w
 static_assert(WM % TM == 0 && WN % TN == 0, "the warp tile splits evenly into thread tiles");
 static_assert(LANES_Y * LANES_X == 32, "a warp tile holds exactly 32 thread tiles");
 
-// Two entry points of one template (instantiated at the end), compiled apart so that neither
-// path's code can change the other's registers or instruction schedule. gemm_coarsened<true>:
-// tiles move as float4 where every row of A, B and C starts on a 16-byte boundary (K and N
-// multiples of 4, aligned pointers), as a run-time check confirms, else one float at a time.
-// gemm_coarsened<false>: each float is loaded on its own. A template kernel, not a function
-// inlined into two kernels: the aligned entry then compiles exactly as the one kernel did before
-// the split, while the inlined form changed its registers enough to cost 8.5% at 1200x7000x333.
-template <bool ALIGNED>
+// Entry points of one template (instantiated at the end), compiled apart so that no path's code
+// can change another's registers or schedule. <true>: float4 tiles where every row of A, B and C
+// starts on a 16-byte boundary (K, N multiples of 4, aligned pointers), as a run-time check
+// confirms, else one float at a time. <false>: each float on its own. <false, true>: A's one at a
+// time, B's and C's as float4 (the caller checked; checking here cost 1-6% where N is unaligned).
+// A template, not a function inlined into kernels, which changed <true>'s registers (8.5% slower).
+template <bool ALIGNED, bool B_ALIGNED = ALIGNED>
 __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
 gemm_coarsened(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,
                int M, int N, int K)
@@ -97,12 +96,13 @@ gemm_coarsened(const float* __restrict__ A, const float* __restrict__ B, float* 
     const int row0 = blockIdx.y * BM, col0 = blockIdx.x * BN;
 
     // The aligned entry point checks again at run time and takes the one-float path itself when
-    // it must: tiles under 128x128 run unaligned rows that way (gemm/variants.py). The branch
-    // also keeps the compiler from sinking its loads (see next_step); without it, tiles
+    // it must: tiles under 128x128 run B's or C's unaligned rows that way (gemm/variants.py). The
+    // branch also keeps the compiler from sinking its loads (see next_step); without it, tiles
     // narrower than 256 columns ran 17-29% slower on an H200.
     const bool vec = ALIGNED && (lda % 4 == 0) && (N % 4 == 0) &&
                      ((reinterpret_cast<size_t>(A) | reinterpret_cast<size_t>(B) |
                        reinterpret_cast<size_t>(C)) % 16 == 0);
+    const bool vec_b = ALIGNED ? vec : B_ALIGNED;  // <false, true>: the caller checked B and C
 
     float4 a_next[A_LOADS], b_next[B_LOADS];
 
@@ -127,7 +127,7 @@ gemm_coarsened(const float* __restrict__ A, const float* __restrict__ B, float* 
             const int f = tid + l * THREADS;
             const int k = k0 + f / (BN / 4), c = col0 + (f % (BN / 4)) * 4;
             const float* p = B + (size_t)k * N + c;
-            if (vec) {
+            if (vec_b) {
                 b_next[l] = (k < K && c < N) ? *reinterpret_cast<const float4*>(p)
                                              : make_float4(0.f, 0.f, 0.f, 0.f);
             } else {
@@ -252,7 +252,7 @@ gemm_coarsened(const float* __restrict__ A, const float* __restrict__ B, float* 
                 const int c = col0 + col1 + gj * STRIDE_N;
                 const float* v = &acc[gi * 4 + i][gj * 4];
                 float* p = C + (size_t)r * N + c;
-                if (vec && c < N) {
+                if (vec_b && c < N) {
                     *reinterpret_cast<float4*>(p) = make_float4(v[0], v[1], v[2], v[3]);
                 } else {
 #pragma unroll
@@ -263,9 +263,11 @@ gemm_coarsened(const float* __restrict__ A, const float* __restrict__ B, float* 
         }
 }
 
-// The entry points by name (gemm/variants.py: kernel_name, unaligned_kernel_name).
+// The entry points by name (gemm/variants.py: entry_names).
 template __global__ void gemm_coarsened<true>(const float*, const float*, float*, int, int, int);
 template __global__ void gemm_coarsened<false>(const float*, const float*, float*, int, int, int);
+template __global__ void gemm_coarsened<false, true>(const float*, const float*, float*, int,
+                                                     int, int);
 
 // Split-K's second pass: C = sum over z of W[z], added in order z = 0, 1, ... for every element.
 extern "C" __global__ void gemm_coarsened_sum_splits(const float* __restrict__ W,
