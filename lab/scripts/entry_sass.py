@@ -7,7 +7,8 @@
 Needs nvcc (sm_90) on PATH and cuobjdump with nvdisasm beside it (the nvidia-cuda-cuobjdump and
 nvidia-cuda-nvdisasm wheels carry both; put their bin/ on PATH). REV is a git revision of
 gemm/kernels/03_coarsened.cu (default: the working tree); ENTRY is gemm_coarsened<true> or
-gemm_coarsened<false> (one template kernel, since 2026-12-02), or for older revisions
+gemm_coarsened<false> (one template kernel, since 2026-12-02; gemm_coarsened<false, true> too,
+since its B_ALIGNED parameter), or for older revisions
 gemm_coarsened or gemm_coarsened_unaligned (two extern "C" kernels). nvcc, unlike NVRTC,
 does not expand a macro inside ``#pragma unroll``, so UNROLL is written in as a number first;
 everything else compiles as gemm._loader does.
@@ -36,7 +37,7 @@ from gemm.variants import config_name  # noqa: E402
 SOURCE = "gemm/kernels/03_coarsened.cu"
 ROOT = Path(__file__).resolve().parents[2]
 ENTRIES = ("gemm_coarsened", "gemm_coarsened_unaligned")  # before the template kernel
-TEMPLATE_ENTRIES = ("gemm_coarsened<true>", "gemm_coarsened<false>")
+TEMPLATE_ENTRIES = ("gemm_coarsened<true>", "gemm_coarsened<false>", "gemm_coarsened<false, true>")
 _INSTRUCTION = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(.*?)\s*;")
 
 
@@ -86,9 +87,13 @@ def _symbol(entry: str, functions: list[str]) -> str:
     """The cubin's name for ``entry``: itself, or a template instance's mangled name."""
     if "<" not in entry:
         return entry
-    name, argument = entry.rstrip(">").split("<")
-    flag = {"true": 1, "false": 0}[argument]
-    found = [f for f in functions if re.match(rf"_Z\d+{name}ILb{flag}E", f)]
+    name, arguments = entry.rstrip(">").split("<")
+    flags = [{"true": "1", "false": "0"}[a.strip()] for a in arguments.split(",")]
+    # One argument names <ALIGNED> in the two-entry source, <ALIGNED, B_ALIGNED = ALIGNED> since.
+    spellings = ["".join(f"Lb{f}E" for f in flags)] + (
+        [f"Lb{flags[0]}E" * 2] if len(flags) == 1 else []
+    )
+    found = [f for f in functions for s in spellings if re.match(rf"_Z\d+{name}I{s}E", f)]
     if not found:
         raise SystemExit(f"entry_sass: no instance {entry} in the cubin ({', '.join(functions)})")
     return found[0]
@@ -96,8 +101,10 @@ def _symbol(entry: str, functions: list[str]) -> str:
 
 def entries_of(source: str) -> tuple[str, ...]:
     """The coarsened entry points a revision's source defines."""
-    if re.search(r"template <bool ALIGNED>\s*__global__", source):
+    if re.search(r"template <bool ALIGNED, bool B_ALIGNED = ALIGNED>\s*__global__", source):
         return TEMPLATE_ENTRIES
+    if re.search(r"template <bool ALIGNED>\s*__global__", source):
+        return TEMPLATE_ENTRIES[:2]
     return tuple(e for e in ENTRIES if re.search(rf"\b{e}\s*\(", source))
 
 
