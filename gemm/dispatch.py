@@ -88,7 +88,7 @@ def shape_class(m: int, n: int, k: int, aligned: bool = True) -> str:
 
 def load_width(n: int, k: int, aligned: bool = True) -> int:
     """Floats per global load of the tiles: 4 where every row start is 16-byte aligned (N and K
-    multiples of 4, ``aligned`` operands), else 1."""
+    multiples of 4, ``aligned`` operands), else 1 (for A's at least; gemm._api routes B's)."""
     return 4 if n % 4 == 0 and k % 4 == 0 and aligned else 1
 
 

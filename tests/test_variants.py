@@ -269,11 +269,11 @@ class TestEntryPoint:
         ("n", "k", "aligned", "b_aligned", "entry"),
         [
             (132, 132, True, True, "kernel_name"),
-            (130, 132, True, False, "unaligned_kernel_name"),  # B's rows, and C's
+            (130, 132, True, True, "unaligned_kernel_name"),  # B's rows, and C's
             (132, 130, True, True, "b_aligned_kernel_name"),  # A's rows alone
             (132, 132, False, True, "b_aligned_kernel_name"),  # A off a 16-byte boundary
             (132, 132, False, False, "unaligned_kernel_name"),  # B or C off one
-            (130, 130, True, False, "unaligned_kernel_name"),
+            (130, 130, True, True, "unaligned_kernel_name"),
         ],
         ids=["aligned", "N", "K", "A-offset", "B-offset", "N-K"],
     )
@@ -293,4 +293,6 @@ class TestEntryPoint:
         from gemm._api import _entry_point
 
         variant = VARIANTS[name]
+        # Rows that would send coarsened to each of its unaligned entry points.
+        assert _entry_point(variant, variant.config, 4, 3, True, True) == variant.kernel_name
         assert _entry_point(variant, variant.config, 3, 3, False, False) == variant.kernel_name
