@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# One GPU call: `gemmbench tune` of the shapes whose rows reach coarsened's <false, true> entry
+# (N a multiple of 4, K not): the training draws (seeds 101, 202, 303) with N rounded down to a
+# multiple of 4 and K moved off one, for fitting the dispatch's rates on that path; first the
+# tuning grid's 12 unaligned shapes, whose rows replace the grid tune's for a --repick of the
+# table. Run after the bundle reset of lab/README.md. Usage: lab/scripts/konly-evidence.sh OUTDIR
+set -u
+out=${1:?usage: lab/scripts/konly-evidence.sh OUTDIR}; mkdir -p "$out"
+PY=${GEMM_PYTHON:-python3}
+git log -1 --format='%H %s' | tee "$out/commit.txt"
+tune() {  # NAME BUDGET_S SHAPES...
+    local name=$1 budget=$2; shift 2
+    local t0=$SECONDS
+    timeout -s INT $((budget + 60)) "$PY" -m gemmbench tune "$@" --repeat 5 --warmup 1 \
+        --budget-s "$budget" --json "$out/$name.json" --table "/tmp/$name-table.py" \
+        --doc "/tmp/$name-doc.md" >"$out/$name.txt" 2>"$out/$name-progress.log"
+    echo "$name: exit $? in $((SECONDS - t0)) s" | tee -a "$out/summary.txt"
+}
+grid=$("$PY" lab/scripts/tuning_grid.py | "$PY" -c 'import sys
+for line in sys.stdin:
+    m, n, k = map(int, line.split("x"))
+    if n % 4 or k % 4: print(line.strip(), end=" ")')
+konly=$("$PY" -c 'from gemmbench.sweep import draw_random
+print(" ".join(f"{m}x{n - n % 4}x{k + (k % 4 == 0)}" for s in (101, 202, 303) for m, n, k in draw_random(40, s)))')
+echo "$grid" >"$out/grid-unaligned-shapes.txt"; echo "$konly" >"$out/konly-shapes.txt"
+# shellcheck disable=SC2086
+tune grid-unaligned "${GRID_BUDGET:-60}" $grid
+# shellcheck disable=SC2086
+tune konly "${KONLY_BUDGET:-230}" $konly
