@@ -95,7 +95,7 @@ def _entry_point(variant, config, n: int, k: int, aligned: bool, b_aligned: bool
     """The kernel to launch where some row starts off a 16-byte boundary (``aligned``: the
     operands the kernel reads and writes are; ``b_aligned``: B and C are): the entry point for A's
     rows alone where N is a multiple of 4, else the unaligned one where the configuration has it."""
-    if variant.template_entry and dispatch.load_width(n, k, aligned) == 1:
+    if variant.template_entry and dispatch.load_widths(n, k, aligned) != (4, 4):
         if n % 4 == 0 and b_aligned:
             return variant.b_aligned_kernel_name
         if variant.unaligned_entry(config):

@@ -13,33 +13,23 @@ from .variants import VARIANTS, Config, Variant, config_name
 # the tiles of C, how they fill waves of the GPU's multiprocessors, and the depth of K a block
 # walks. A wave holds (multiprocessors × resident blocks) blocks, and a multiprocessor shares its
 # rate among its resident blocks. Each configuration's rate, relative to the best, depends on how
-# wide its loads can be (LOAD_WIDTH_RATES, by floats per load); these were fitted to 120 random
-# shapes tuned on the H200 (the rates that make the model's choice fastest there, over every
-# shape). A configuration without a fitted rate gets (tile area / 128·256) **
-# TILE_EFFICIENCY_EXPONENT. Split-K adds a launch and a pass over the workspace; it is weighed for
-# a grid under one wave of tiles, and for a larger one where K is deep: 1.3 waves of tiles split
-# three ways fill four (``worth_splitting``; the measurements: docs/tuning.md).
+# wide the loads of A's and B's tiles can be (load_widths), one rate per entry of LOAD_WIDTHS,
+# fitted to random shapes tuned on the H200 (the rates that make the model's choice fastest
+# there, over every shape of that kind; docs/tuning.md names the draws). A configuration
+# without a fitted rate gets (tile area / 128·256) ** TILE_EFFICIENCY_EXPONENT. Split-K adds a
+# launch and a pass over the workspace; it is weighed for a grid under one wave of tiles, and for
+# a larger one where K is deep: 1.3 waves of tiles split three ways fill four
+# (``worth_splitting``; the measurements: docs/tuning.md).
+LOAD_WIDTHS = ((4, 4), (1, 4), (1, 1))
 LOAD_WIDTH_RATES = {
-    4: {
-        "BM128-BN256-BK8-WM64-WN64-TM8-TN16-MIN_BLOCKS1-PREFETCH1-UNROLL2": 1.0,
-        "BM128-BN256-BK8-WM32-WN128-TM8-TN16-MIN_BLOCKS1-PREFETCH1-UNROLL2": 0.867,
-        "BM128-BN256-BK8-WM64-WN64-TM8-TN16-MIN_BLOCKS1-PREFETCH1-UNROLL1": 0.867,
-        "BM128-BN128-BK16-WM16-WN128-TM8-TN8-MIN_BLOCKS1-PREFETCH1-UNROLL1": 0.893,
-        "BM128-BN128-BK8-WM32-WN64-TM8-TN8-MIN_BLOCKS2-PREFETCH1-UNROLL1": 0.921,
-        "BM128-BN64-BK16-WM32-WN64-TM8-TN8-MIN_BLOCKS3-PREFETCH1-UNROLL1": 0.93,
-        "BM64-BN128-BK8-WM16-WN128-TM8-TN8-MIN_BLOCKS2-PREFETCH0-UNROLL1": 0.809,
-        "BM64-BN64-BK16-WM8-WN64-TM4-TN4-MIN_BLOCKS2-PREFETCH0-UNROLL1": 0.547,
-    },
-    1: {
-        "BM128-BN256-BK8-WM64-WN64-TM8-TN16-MIN_BLOCKS1-PREFETCH1-UNROLL2": 0.589,
-        "BM128-BN256-BK8-WM32-WN128-TM8-TN16-MIN_BLOCKS1-PREFETCH1-UNROLL2": 1.0,
-        "BM128-BN256-BK8-WM64-WN64-TM8-TN16-MIN_BLOCKS1-PREFETCH1-UNROLL1": 0.841,
-        "BM128-BN128-BK16-WM16-WN128-TM8-TN8-MIN_BLOCKS1-PREFETCH1-UNROLL1": 0.921,
-        "BM128-BN128-BK8-WM32-WN64-TM8-TN8-MIN_BLOCKS2-PREFETCH1-UNROLL1": 0.935,
-        "BM128-BN64-BK16-WM32-WN64-TM8-TN8-MIN_BLOCKS3-PREFETCH1-UNROLL1": 0.95,
-        "BM64-BN128-BK8-WM16-WN128-TM8-TN8-MIN_BLOCKS2-PREFETCH0-UNROLL1": 0.863,
-        "BM64-BN64-BK16-WM8-WN64-TM4-TN4-MIN_BLOCKS2-PREFETCH0-UNROLL1": 0.574,
-    },
+    "BM128-BN256-BK8-WM64-WN64-TM8-TN16-MIN_BLOCKS1-PREFETCH1-UNROLL2": (1.0, 0.573, 0.589),
+    "BM128-BN256-BK8-WM32-WN128-TM8-TN16-MIN_BLOCKS1-PREFETCH1-UNROLL2": (0.867, 0.573, 1.0),
+    "BM128-BN256-BK8-WM64-WN64-TM8-TN16-MIN_BLOCKS1-PREFETCH1-UNROLL1": (0.867, 1.0, 0.841),
+    "BM128-BN128-BK16-WM16-WN128-TM8-TN8-MIN_BLOCKS1-PREFETCH1-UNROLL1": (0.893, 0.878, 0.921),
+    "BM128-BN128-BK8-WM32-WN64-TM8-TN8-MIN_BLOCKS2-PREFETCH1-UNROLL1": (0.921, 0.892, 0.935),
+    "BM128-BN64-BK16-WM32-WN64-TM8-TN8-MIN_BLOCKS3-PREFETCH1-UNROLL1": (0.93, 0.922, 0.95),
+    "BM64-BN128-BK8-WM16-WN128-TM8-TN8-MIN_BLOCKS2-PREFETCH0-UNROLL1": (0.809, 0.763, 0.863),
+    "BM64-BN64-BK16-WM8-WN64-TM4-TN4-MIN_BLOCKS2-PREFETCH0-UNROLL1": (0.547, 0.465, 0.574),
 }
 TILE_EFFICIENCY_EXPONENT = 0.05
 REFERENCE_TILE_AREA = 128 * 256
@@ -83,13 +73,16 @@ def shape_class(m: int, n: int, k: int, aligned: bool = True) -> str:
     16-byte aligned: ``aligned`` False, an offset view the shape cannot show). The table holds
     the tuned shapes; every other shape goes to the heuristic's model, which generalises."""
     key = f"{m}x{n}x{k}"
-    return key if load_width(n, k, aligned) == 4 else f"{key}-unaligned"
+    return key if load_widths(n, k, aligned) == (4, 4) else f"{key}-unaligned"
 
 
-def load_width(n: int, k: int, aligned: bool = True) -> int:
-    """Floats per global load of the tiles: 4 where every row start is 16-byte aligned (N and K
-    multiples of 4, ``aligned`` operands), else 1 (for A's at least; gemm._api routes B's)."""
-    return 4 if n % 4 == 0 and k % 4 == 0 and aligned else 1
+def load_widths(n: int, k: int, aligned: bool = True) -> tuple[int, int]:
+    """Floats per global load of A's and B's tiles: (4, 4) where every row start is 16-byte
+    aligned (N and K multiples of 4, ``aligned`` operands); (1, 4) where only A's rows are not (K
+    alone), which gemm._api sends to the entry point for A's rows; else (1, 1)."""
+    if not aligned or n % 4:
+        return (1, 1)  # an offset operand is taken for the worst case: the model cannot tell which
+    return (4, 4) if k % 4 == 0 else (1, 4)
 
 
 def blocks(variant: Variant, config: Config, m: int, n: int) -> int:
@@ -119,16 +112,17 @@ def predicted_seconds(
     n: int,
     k: int,
     sm_count: int,
-    width: int = 4,
+    widths: tuple[int, int] = (4, 4),
 ) -> float:
-    """The heuristic's model of one launch with loads ``width`` floats wide (see the constants
-    above)."""
+    """The heuristic's model of one launch with A's and B's loads ``widths`` floats wide (see the
+    constants above)."""
     tile_m, tile_n = variant.tile(config)
     resident = variant.resident_blocks(config)
     waves = -(-blocks(variant, config, m, n) * splits // (sm_count * resident))
-    rates = LOAD_WIDTH_RATES.get(width) or LOAD_WIDTH_RATES[min(LOAD_WIDTH_RATES)]
-    relative = rates.get(config_name(config))
-    if relative is None:
+    fitted = LOAD_WIDTH_RATES.get(config_name(config))
+    if fitted:
+        relative = fitted[LOAD_WIDTHS.index(widths)]
+    else:
         relative = (tile_m * tile_n / REFERENCE_TILE_AREA) ** TILE_EFFICIENCY_EXPONENT
     seconds = waves * resident * 2.0 * tile_m * tile_n * -(-k // splits) / (SM_FLOPS * relative)
     if splits > 1:
@@ -178,15 +172,17 @@ def heuristic_candidates(
     ]
 
 
-def heuristic(variant: Variant, m: int, n: int, k: int, sm_count: int, width: int = 4) -> Choice:
+def heuristic(
+    variant: Variant, m: int, n: int, k: int, sm_count: int, widths: tuple[int, int] = (4, 4)
+) -> Choice:
     """The documented fallback rule (docs/tuning.md): of ``heuristic_candidates``, the one whose
-    modelled time (``predicted_seconds`` with loads ``width`` floats wide) is least; ties go to
+    modelled time (``predicted_seconds`` with loads ``widths`` floats wide) is least; ties go to
     the earlier in the registry, then to fewer splits."""
     if min(m, n, k) <= 0:
         return Choice(variant.config, 1, "heuristic")  # nothing to launch
     config, splits = min(
         heuristic_candidates(variant, m, n, k, sm_count),
-        key=lambda c: predicted_seconds(variant, c[0], c[1], m, n, k, sm_count, width),
+        key=lambda c: predicted_seconds(variant, c[0], c[1], m, n, k, sm_count, widths),
     )
     return Choice(config, splits, "heuristic")
 
@@ -249,7 +245,7 @@ def _choose_registered(
 ) -> Choice:
     variant = VARIANTS[name]
     tuned = from_table(variant, m, n, k, gpu, aligned=aligned) if use_table else None
-    return tuned or heuristic(variant, m, n, k, gpu.sm_count, load_width(n, k, aligned))
+    return tuned or heuristic(variant, m, n, k, gpu.sm_count, load_widths(n, k, aligned))
 
 
 @functools.cache

@@ -47,7 +47,7 @@ def candidates(variant: Variant, m: int, n: int, k: int, sm_count: int) -> list[
     """The heuristic's own choice first, then every other candidate it weighs
     (``heuristic_candidates``: each registered configuration unsplit, and split as
     ``worth_splitting`` allows); a table entry must beat what the GPU would run without it."""
-    guess = dispatch.heuristic(variant, m, n, k, sm_count, dispatch.load_width(n, k))
+    guess = dispatch.heuristic(variant, m, n, k, sm_count, dispatch.load_widths(n, k))
     found = [(guess.config, guess.splits)]
     for candidate in dispatch.heuristic_candidates(variant, m, n, k, sm_count):
         if candidate not in found:

@@ -77,22 +77,22 @@ class TestHeuristic:
             assert cube == (tiles < 132 and tiles * 2 <= 264)
             assert deeper == (tiles * 2 <= (264 if tiles < 132 else 4 * 132))
 
-    def test_rates_follow_the_load_width(self):
-        """The model's rate of a configuration is the fitted one for the load width, and a
+    def test_rates_follow_the_load_widths(self):
+        """The model's rate of a configuration is its fitted one for the load widths, and a
         configuration without a fitted rate gets the tile-area rule."""
         shape = (4096, 4096, 4096)
         for config in COARSENED.configs:
-            times = {
-                width: dispatch.predicted_seconds(COARSENED, config, 1, *shape, 132, width)
-                for width in dispatch.LOAD_WIDTH_RATES
-            }
-            rates = {w: dispatch.LOAD_WIDTH_RATES[w][config_name(config)] for w in times}
-            for a in times:
-                for b in times:
-                    assert times[a] * rates[a] == pytest.approx(times[b] * rates[b])
+            rates = dispatch.LOAD_WIDTH_RATES[config_name(config)]
+            times = [
+                dispatch.predicted_seconds(COARSENED, config, 1, *shape, 132, widths)
+                for widths in dispatch.LOAD_WIDTHS
+            ]
+            assert len(rates) == len(dispatch.LOAD_WIDTHS)
+            for time, rate in zip(times, rates, strict=True):
+                assert time * rate == pytest.approx(times[0] * rates[0])
         saved = dispatch.LOAD_WIDTH_RATES
         try:
-            dispatch.LOAD_WIDTH_RATES = {4: {}}
+            dispatch.LOAD_WIDTH_RATES = {}
             tile_m, tile_n = COARSENED.tile(DEFAULT)
             rule = (tile_m * tile_n / dispatch.REFERENCE_TILE_AREA) ** 0.05
             seconds = dispatch.predicted_seconds(COARSENED, DEFAULT, 1, *shape, 132)
@@ -100,8 +100,22 @@ class TestHeuristic:
             dispatch.LOAD_WIDTH_RATES = saved
         assert seconds == pytest.approx(
             dispatch.predicted_seconds(COARSENED, DEFAULT, 1, *shape, 132)
-            * saved[4][config_name(DEFAULT)]
+            * saved[config_name(DEFAULT)][0]
             / rule
+        )
+
+    def test_load_widths_follow_the_entry_point_matmul_launches(self):
+        """Only K off a multiple of 4 leaves B's loads float4 (the entry point for A's rows);
+        N off one, or an offset operand, takes one float at a time for both."""
+        assert dispatch.load_widths(4096, 4096) == (4, 4)
+        assert dispatch.load_widths(4096, 4095) == (1, 4)
+        assert dispatch.load_widths(4095, 4096) == (1, 1)
+        assert dispatch.load_widths(4095, 4095) == (1, 1)
+        assert dispatch.load_widths(4096, 4096, aligned=False) == (1, 1)
+        assert dispatch.load_widths(4096, 4095, aligned=False) == (1, 1)
+        k_only = (5000, 3000, 2001)  # the K-only rates pick differently from the one-float ones
+        assert heuristic(COARSENED, *k_only, 132, (1, 4)) != heuristic(
+            COARSENED, *k_only, 132, (1, 1)
         )
 
     def test_big_square_takes_the_largest_tile_unsplit(self):

@@ -684,7 +684,7 @@ def test_gate_shapes_reach_every_unaligned_path():
     h200 = dispatch.Gpu("NVIDIA H200", "90", 132)
     entries = set()
     for m, n, k in config.load().shape_set("gate"):
-        if dispatch.load_width(n, k) == 1:
+        if dispatch.load_widths(n, k) != (4, 4):
             choice = dispatch.choose(coarsened, m, n, k, h200)
             entries.add(_entry_point(coarsened, choice.config, n, k, True, True))
     assert entries == {

@@ -218,11 +218,11 @@ class TestModes:
             pytest.skip("the tuning table has no entry for a sweep shape")
         for gpu, shape in tuned:
             untuned = dispatch.choose(variant, *shape, gpu, use_table=False)
-            width = dispatch.load_width(*shape[1:])
-            assert untuned == dispatch.heuristic(variant, *shape, gpu.sm_count, width)
+            widths = dispatch.load_widths(*shape[1:])
+            assert untuned == dispatch.heuristic(variant, *shape, gpu.sm_count, widths)
         assert any(
             dispatch.choose(variant, *s, g).config
-            != dispatch.heuristic(variant, *s, g.sm_count, dispatch.load_width(*s[1:])).config
+            != dispatch.heuristic(variant, *s, g.sm_count, dispatch.load_widths(*s[1:])).config
             for g, s in tuned
         )
 

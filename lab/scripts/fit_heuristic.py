@@ -1,6 +1,6 @@
 """Fit gemm.dispatch's LOAD_WIDTH_RATES to tune measurements: python lab/scripts/fit_heuristic.py TUNE.json[.gz] [SEEDS]
 
-For each load width (gemm.dispatch.load_width of the shape), coordinate descent over each
+For each pair of load widths (gemm.dispatch.load_widths of the shape), coordinate descent over each
 configuration's relative rate, maximising the mean log of (the model's choice ÷ cuBLAS) over the
 shapes of that width, among the candidates the heuristic may take and the tune measured. Prints
 the in-sample distribution, a leave-one-seed-out cross-validation when SEEDS (the
@@ -23,6 +23,8 @@ from gemmbench.sweep import draw_random, percentile
 
 VARIANT = VARIANTS["coarsened"]
 SM_COUNT = 132
+WIDTHS = dispatch.LOAD_WIDTHS
+CURRENT = dict(dispatch.LOAD_WIDTH_RATES)
 STEPS = (0.7, 0.8, 0.85, 0.9, 0.95, 0.97, 1.03, 1.05, 1.1, 1.15, 1.2, 1.3)
 
 
@@ -43,7 +45,7 @@ def load(path: Path) -> list[tuple]:
             for config, splits in dispatch.heuristic_candidates(VARIANT, m, n, k, SM_COUNT)
             if (config_name(config), splits) in measured
         ]
-        data.append(((m, n, k), dispatch.load_width(n, k), candidates, measured))
+        data.append(((m, n, k), dispatch.load_widths(n, k), candidates, measured))
     return data
 
 
@@ -54,7 +56,9 @@ def chosen(data: list[tuple], rates_by_width: dict) -> list[float]:
 
         def modelled(candidate, rates=rates, m=m, n=n, k=k, width=width):
             config, splits = candidate
-            dispatch.LOAD_WIDTH_RATES = {width: rates}
+            dispatch.LOAD_WIDTH_RATES = {
+                name: (rate,) * len(WIDTHS) for name, rate in rates.items()
+            }
             return dispatch.predicted_seconds(VARIANT, config, splits, m, n, k, SM_COUNT, width)
 
         config, splits = min(candidates, key=modelled)
@@ -113,7 +117,9 @@ def main(argv: list[str]) -> int:
     if len(argv) == 2:
         pooled = []
         for held in argv[1].split():
-            shapes = set(draw_random(40, int(held)))
+            drawn = draw_random(40, int(held))
+            # konly-evidence.sh's shapes: a draw with N rounded down to 4 and K moved off it
+            shapes = set(drawn) | {(m, n - n % 4, k + (k % 4 == 0)) for m, n, k in drawn}
             train = [d for d in data if d[0] not in shapes]
             test = [d for d in data if d[0] in shapes]
             fitted = fit_all(train)
@@ -121,7 +127,11 @@ def main(argv: list[str]) -> int:
             pooled += chosen(test, fitted)
             print(f"held-out seed {held}:", summary(chosen(test, fitted)))
         print("cross-validated, pooled:", summary(pooled))
-    print("LOAD_WIDTH_RATES = " + json.dumps(rates, indent=4))
+    print("LOAD_WIDTH_RATES = {")
+    for name, current in CURRENT.items():
+        row = tuple(rates[w][name] if w in rates else current[i] for i, w in enumerate(WIDTHS))
+        print(f"    {json.dumps(name)}: {row},")
+    print("}")
     return 0
 
 
