@@ -203,7 +203,9 @@ def differs_from_heuristic(gpu: dispatch.Gpu, winners: dict) -> dict:
 def heuristic_of_class(gpu: dispatch.Gpu, klass: str) -> dispatch.Choice:
     """What the heuristic runs on ``gpu`` for a table key (``MxNxK``, or ``-unaligned``)."""
     m, n, k = (int(d) for d in klass.removesuffix("-unaligned").split("x"))
-    aligned = not klass.endswith("-unaligned")
+    # An unaligned class whose N and K are multiples of 4 was an offset view; else the shape
+    # itself says which loads its rows take (K alone off: B's still float4).
+    aligned = not klass.endswith("-unaligned") or dispatch.load_widths(n, k) != (4, 4)
     return dispatch.choose(VARIANTS[TUNED], m, n, k, gpu, aligned, use_table=False)
 
 

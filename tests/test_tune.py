@@ -628,3 +628,17 @@ class TestHeuristicInTheRun:
         }
         kept = tune_table.differs_from_heuristic(TEST_GPU, winners)
         assert kept == {"4096x4096x4096": (config_name(other), 3)}
+
+    def test_unaligned_classes_are_weighed_with_their_own_loads(self):
+        """A class unaligned by its K alone is compared with the heuristic's choice for B's
+        float4 loads; one aligned by its shape stands for offset views, all one float."""
+        k_only, offset = (5000, 3000, 2001), (4096, 4096, 4096)
+        k_only_guess = dispatch.heuristic(COARSENED, *k_only, 132, (1, 4))
+        offset_guess = dispatch.heuristic(COARSENED, *offset, 132, (1, 1))
+        assert k_only_guess != dispatch.heuristic(COARSENED, *k_only, 132, (1, 1))
+        assert offset_guess != dispatch.heuristic(COARSENED, *offset, 132, (4, 4))
+        winners = {
+            "5000x3000x2001-unaligned": (config_name(k_only_guess.config), k_only_guess.splits),
+            "4096x4096x4096-unaligned": (config_name(offset_guess.config), offset_guess.splits),
+        }
+        assert tune_table.differs_from_heuristic(TEST_GPU, winners) == {}

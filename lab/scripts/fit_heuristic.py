@@ -118,8 +118,10 @@ def main(argv: list[str]) -> int:
         pooled = []
         for held in argv[1].split():
             drawn = draw_random(40, int(held))
-            # konly-evidence.sh's shapes: a draw with N rounded down to 4 and K moved off it
+            # konly-evidence.sh's shapes: a draw with N rounded down to 4 and K moved off it, or
+            # with N moved off a multiple of 4
             shapes = set(drawn) | {(m, n - n % 4, k + (k % 4 == 0)) for m, n, k in drawn}
+            shapes |= {(m, n + (n % 4 == 0), k) for m, n, k in drawn}
             train = [d for d in data if d[0] not in shapes]
             test = [d for d in data if d[0] in shapes]
             fitted = fit_all(train)

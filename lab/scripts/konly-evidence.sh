@@ -2,8 +2,9 @@
 # One GPU call: `gemmbench tune` of the shapes whose rows reach coarsened's <false, true> entry
 # (N a multiple of 4, K not): the training draws (seeds 101, 202, 303) with N rounded down to a
 # multiple of 4 and K moved off one, for fitting the dispatch's rates on that path; first the
-# tuning grid's 12 unaligned shapes, whose rows replace the grid tune's for a --repick of the
-# table. Run after the bundle reset of lab/README.md. Usage: lab/scripts/konly-evidence.sh OUTDIR
+# tuning grid's 12 unaligned shapes. SETS (default "grid konly") may add nonly: the same draws
+# with N moved off a multiple of 4 (K as drawn), the shapes of the one-float rates. Run after the
+# bundle reset of lab/README.md. Usage: lab/scripts/konly-evidence.sh OUTDIR
 set -u
 out=${1:?usage: lab/scripts/konly-evidence.sh OUTDIR}; mkdir -p "$out"
 PY=${GEMM_PYTHON:-python3}
@@ -22,8 +23,14 @@ for line in sys.stdin:
     if n % 4 or k % 4: print(line.strip(), end=" ")')
 konly=$("$PY" -c 'from gemmbench.sweep import draw_random
 print(" ".join(f"{m}x{n - n % 4}x{k + (k % 4 == 0)}" for s in (101, 202, 303) for m, n, k in draw_random(40, s)))')
+nonly=$("$PY" -c 'from gemmbench.sweep import draw_random
+print(" ".join(f"{m}x{n + (n % 4 == 0)}x{k}" for s in (101, 202, 303) for m, n, k in draw_random(40, s)))')
 echo "$grid" >"$out/grid-unaligned-shapes.txt"; echo "$konly" >"$out/konly-shapes.txt"
+echo "$nonly" >"$out/nonly-shapes.txt"
+sets=" ${SETS:-grid konly} "
 # shellcheck disable=SC2086
-tune grid-unaligned "${GRID_BUDGET:-60}" $grid
+[[ $sets != *" grid "* ]] || tune grid-unaligned "${GRID_BUDGET:-60}" $grid
 # shellcheck disable=SC2086
-tune konly "${KONLY_BUDGET:-230}" $konly
+[[ $sets != *" konly "* ]] || tune konly "${KONLY_BUDGET:-230}" $konly
+# shellcheck disable=SC2086
+[[ $sets != *" nonly "* ]] || tune nonly "${NONLY_BUDGET:-230}" $nonly
