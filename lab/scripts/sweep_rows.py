@@ -1,4 +1,4 @@
-"""Lab: a sweep's --json as tune rows, for `gemmbench tune --repick`: python lab/scripts/sweep_rows.py SWEEP.json ROWS.json
+"""Lab: a sweep's --json as rows for `gemmbench tune --repick`: python lab/scripts/sweep_rows.py IN.json OUT.json
 
 The sweep times each shape's table choice and heuristic choice interleaved in one run, so a
 repick from its rows keeps only the table entries that still beat the heuristic there (run 36's
