@@ -7,7 +7,7 @@ TABLES = {
     "NVIDIA H200": {
         "sm_count": 132,
         "compute_capability": "90",
-        "tuned": "2026-12-01 at 3987991 and e3b1b9d (64-shape grid), each entry kept where it beat the heuristic's choice in an interleaved run at 1974416 (2026-12-02)",
+        "tuned": "2026-12-01 at 3987991 and e3b1b9d (64-shape grid), re-checked against the heuristic 2026-12-02 at 1974416",
         "coarsened": {
             "1536x1536x1536": ("BM128-BN64-BK16-WM32-WN64-TM8-TN8-MIN_BLOCKS3-PREFETCH1-UNROLL1", 4),
             "2048x5120x1280": ("BM128-BN128-BK8-WM32-WN64-TM8-TN8-MIN_BLOCKS2-PREFETCH1-UNROLL1", 1),
