@@ -15,7 +15,7 @@ from .variants import VARIANTS, Config, Variant, config_name
 # rate among its resident blocks. Each configuration's rate, relative to the best, depends on how
 # wide the loads of A's and B's tiles can be (load_widths), one rate per entry of LOAD_WIDTHS,
 # fitted to random shapes tuned on the H200 (the rates that make the model's choice fastest
-# there, over every shape of that kind; docs/tuning.md names the draws). A configuration
+# there, over every shape of that kind; docs/tuning.md links the runs). A configuration
 # without a fitted rate gets (tile area / 128·256) ** TILE_EFFICIENCY_EXPONENT. Split-K adds a
 # launch and a pass over the workspace; it is weighed for a grid under one wave of tiles, and for
 # a larger one where K is deep: 1.3 waves of tiles split three ways fill four
@@ -81,7 +81,7 @@ def load_widths(n: int, k: int, aligned: bool = True) -> tuple[int, int]:
     aligned (N and K multiples of 4, ``aligned`` operands); (1, 4) where only A's rows are not (K
     alone), which gemm._api sends to the entry point for A's rows; else (1, 1)."""
     if not aligned or n % 4:
-        return (1, 1)  # an offset operand is taken for the worst case: the model cannot tell which
+        return (1, 1)  # an offset view, told only as "not every operand aligned", is modelled so
     return (4, 4) if k % 4 == 0 else (1, 4)
 
 
@@ -119,9 +119,10 @@ def predicted_seconds(
     tile_m, tile_n = variant.tile(config)
     resident = variant.resident_blocks(config)
     waves = -(-blocks(variant, config, m, n) * splits // (sm_count * resident))
+    column = LOAD_WIDTHS.index(widths)  # ValueError for widths no kernel path has
     fitted = LOAD_WIDTH_RATES.get(config_name(config))
     if fitted:
-        relative = fitted[LOAD_WIDTHS.index(widths)]
+        relative = fitted[column]
     else:
         relative = (tile_m * tile_n / REFERENCE_TILE_AREA) ** TILE_EFFICIENCY_EXPONENT
     seconds = waves * resident * 2.0 * tile_m * tile_n * -(-k // splits) / (SM_FLOPS * relative)

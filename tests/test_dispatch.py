@@ -105,18 +105,35 @@ class TestHeuristic:
         )
 
     def test_load_widths_follow_the_entry_point_matmul_launches(self):
-        """Only K off a multiple of 4 leaves B's loads float4 (the entry point for A's rows);
-        N off one, or an offset operand, takes one float at a time for both."""
+        """(1, 4), B's loads float4, is exactly where matmul launches the entry point for A's
+        rows alone (aligned pointers, every configuration); N off a multiple of 4, or an operand
+        off a 16-byte boundary, is (1, 1)."""
+        from gemm._api import _entry_point
+
+        for n, k in [(4096, 4096), (4096, 4095), (4095, 4096), (4095, 4095)]:
+            for config in COARSENED.configs:
+                entry = _entry_point(COARSENED, config, n, k, True, True)
+                a_alone = entry == COARSENED.b_aligned_kernel_name
+                assert a_alone == (dispatch.load_widths(n, k) == (1, 4)), (n, k)
         assert dispatch.load_widths(4096, 4096) == (4, 4)
-        assert dispatch.load_widths(4096, 4095) == (1, 4)
-        assert dispatch.load_widths(4095, 4096) == (1, 1)
-        assert dispatch.load_widths(4095, 4095) == (1, 1)
         assert dispatch.load_widths(4096, 4096, aligned=False) == (1, 1)
         assert dispatch.load_widths(4096, 4095, aligned=False) == (1, 1)
-        k_only = (5000, 3000, 2001)  # the K-only rates pick differently from the one-float ones
-        assert heuristic(COARSENED, *k_only, 132, (1, 4)) != heuristic(
-            COARSENED, *k_only, 132, (1, 1)
+
+    def test_heuristic_takes_the_rates_of_its_widths(self, monkeypatch):
+        """Each column of LOAD_WIDTH_RATES decides for its widths (rates set here, not fitted)."""
+        best = dict(zip(dispatch.LOAD_WIDTHS, COARSENED.configs[:3], strict=True))
+        monkeypatch.setattr(
+            dispatch,
+            "LOAD_WIDTH_RATES",
+            {
+                config_name(c): tuple(1.0 if best[w] == c else 0.1 for w in dispatch.LOAD_WIDTHS)
+                for c in COARSENED.configs
+            },
         )
+        for widths, config in best.items():
+            assert heuristic(COARSENED, 8192, 8192, 8192, 132, widths).config == config
+        with pytest.raises(ValueError):
+            dispatch.predicted_seconds(COARSENED, DEFAULT, 1, 8192, 8192, 8192, 132, (2, 2))
 
     def test_big_square_takes_the_largest_tile_unsplit(self):
         """Many waves of tiles: the largest tile (most reuse), no split."""

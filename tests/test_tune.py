@@ -629,16 +629,28 @@ class TestHeuristicInTheRun:
         kept = tune_table.differs_from_heuristic(TEST_GPU, winners)
         assert kept == {"4096x4096x4096": (config_name(other), 3)}
 
-    def test_unaligned_classes_are_weighed_with_their_own_loads(self):
+    def test_unaligned_classes_are_weighed_with_their_own_loads(self, monkeypatch):
         """A class unaligned by its K alone is compared with the heuristic's choice for B's
-        float4 loads; one aligned by its shape stands for offset views, all one float."""
-        k_only, offset = (5000, 3000, 2001), (4096, 4096, 4096)
-        k_only_guess = dispatch.heuristic(COARSENED, *k_only, 132, (1, 4))
-        offset_guess = dispatch.heuristic(COARSENED, *offset, 132, (1, 1))
-        assert k_only_guess != dispatch.heuristic(COARSENED, *k_only, 132, (1, 1))
-        assert offset_guess != dispatch.heuristic(COARSENED, *offset, 132, (4, 4))
+        float4 loads, and tune measures that choice first; a class aligned by its shape stands
+        for offset views, all one float (rates set here so each width picks its own)."""
+        best = dict(zip(dispatch.LOAD_WIDTHS, COARSENED.configs[:3], strict=True))
+        monkeypatch.setattr(
+            dispatch,
+            "LOAD_WIDTH_RATES",
+            {
+                config_name(c): tuple(1.0 if best[w] == c else 0.1 for w in dispatch.LOAD_WIDTHS)
+                for c in COARSENED.configs
+            },
+        )
+        k_only, aligned = (5000, 3000, 2001), (4096, 4096, 4096)
+        assert tune.candidates(COARSENED, *k_only, 132)[0] == (best[(1, 4)], 1)
+        assert tune.candidates(COARSENED, *aligned, 132)[0] == (best[(4, 4)], 1)
         winners = {
-            "5000x3000x2001-unaligned": (config_name(k_only_guess.config), k_only_guess.splits),
-            "4096x4096x4096-unaligned": (config_name(offset_guess.config), offset_guess.splits),
+            "5000x3000x2001-unaligned": (config_name(best[(1, 4)]), 1),
+            "4096x4096x4096-unaligned": (config_name(best[(1, 1)]), 1),
         }
         assert tune_table.differs_from_heuristic(TEST_GPU, winners) == {}
+        winners["4096x4096x4096-unaligned"] = (config_name(best[(4, 4)]), 1)
+        assert list(tune_table.differs_from_heuristic(TEST_GPU, winners)) == [
+            "4096x4096x4096-unaligned"
+        ]

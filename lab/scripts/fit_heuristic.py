@@ -2,7 +2,7 @@
 
 For each pair of load widths (gemm.dispatch.load_widths of the shape), coordinate descent over each
 configuration's relative rate, maximising the mean log of (the model's choice ÷ cuBLAS) over the
-shapes of that width, among the candidates the heuristic may take and the tune measured. Prints
+shapes of those widths, among the candidates the heuristic may take and the tune measured. Prints
 the in-sample distribution, a leave-one-seed-out cross-validation when SEEDS (the
 gemmbench.sweep.draw_random seeds the shapes came from, e.g. "101 202 303") are given, and the
 fitted rates as a Python literal for gemm/dispatch.py.
@@ -29,7 +29,7 @@ STEPS = (0.7, 0.8, 0.85, 0.9, 0.95, 0.97, 1.03, 1.05, 1.1, 1.15, 1.2, 1.3)
 
 
 def load(path: Path) -> list[tuple]:
-    """(shape, width, candidates measured, {(config name, splits): fraction of cuBLAS})."""
+    """(shape, widths, candidates measured, {(config name, splits): fraction of cuBLAS})."""
     opener = gzip.open if path.suffix == ".gz" else open
     with opener(path, "rt", encoding="utf-8") as handle:
         rows = json.load(handle)
@@ -49,29 +49,29 @@ def load(path: Path) -> list[tuple]:
     return data
 
 
-def chosen(data: list[tuple], rates_by_width: dict) -> list[float]:
+def chosen(data: list[tuple], rates_by_widths: dict) -> list[float]:
     got = []
-    for (m, n, k), width, candidates, measured in data:
-        rates = rates_by_width[width]
+    for (m, n, k), widths, candidates, measured in data:
+        rates = rates_by_widths[widths]
 
-        def modelled(candidate, rates=rates, m=m, n=n, k=k, width=width):
+        def modelled(candidate, rates=rates, m=m, n=n, k=k, widths=widths):
             config, splits = candidate
             dispatch.LOAD_WIDTH_RATES = {
                 name: (rate,) * len(WIDTHS) for name, rate in rates.items()
             }
-            return dispatch.predicted_seconds(VARIANT, config, splits, m, n, k, SM_COUNT, width)
+            return dispatch.predicted_seconds(VARIANT, config, splits, m, n, k, SM_COUNT, widths)
 
         config, splits = min(candidates, key=modelled)
         got.append(measured[(config_name(config), splits)])
     return got
 
 
-def fit(data: list[tuple], width: int, start: dict) -> dict:
-    rows = [d for d in data if d[1] == width]
+def fit(data: list[tuple], widths: tuple[int, int], start: dict) -> dict:
+    rows = [d for d in data if d[1] == widths]
     rates = dict(start)
 
     def score(candidate: dict) -> float:
-        return statistics.fmean(math.log(x) for x in chosen(rows, {width: candidate}))
+        return statistics.fmean(math.log(x) for x in chosen(rows, {widths: candidate}))
 
     best = score(rates)
     for _ in range(6):
@@ -109,10 +109,10 @@ def main(argv: list[str]) -> int:
     rates = fit_all(data)
     got = chosen(data, rates)
     print("in sample:", summary(got))
-    for width in rates:
+    for widths in rates:
         print(
-            f"  width {width}:",
-            summary([g for g, d in zip(got, data, strict=True) if d[1] == width]),
+            f"  widths {widths}:",
+            summary([g for g, d in zip(got, data, strict=True) if d[1] == widths]),
         )
     if len(argv) == 2:
         pooled = []
