@@ -694,6 +694,26 @@ def test_gate_shapes_reach_every_unaligned_path():
     }
 
 
+def test_default_cases_reach_every_entry_point():
+    """On an H200, the gate's default cases launch each instance of coarsened's template kernel,
+    so a pull request that slows only the paths for unaligned rows fails without --cases."""
+    from gemm import VARIANTS, dispatch
+    from gemm._api import _entry_point
+    from gemmbench import config, thresholds
+    from gemmbench.cases import case_name
+
+    coarsened = VARIANTS["coarsened"]
+    h200 = dispatch.Gpu("NVIDIA H200", "90", 132)
+    by_name = {case_name("coarsened", s): s for s in config.load().shape_set("gate")}
+    entries = set()
+    for name in thresholds.load().for_gpu(h200.name).gate.cases:
+        if name in by_name:
+            m, n, k = by_name[name]
+            choice = dispatch.choose(coarsened, m, n, k, h200)
+            entries.add(_entry_point(coarsened, choice.config, n, k, True, True))
+    assert entries == set(coarsened.entry_names)
+
+
 class TestCrossCheck:
     """Tests for `gemmbench.gate.crosscheck`: the gate's own clock against reported times."""
 
