@@ -119,17 +119,9 @@ class TestHeuristic:
         assert dispatch.load_widths(4096, 4096, aligned=False) == (1, 1)
         assert dispatch.load_widths(4096, 4095, aligned=False) == (1, 1)
 
-    def test_heuristic_takes_the_rates_of_its_widths(self, monkeypatch):
+    def test_heuristic_takes_the_rates_of_its_widths(self, rates_by_widths):
         """Each column of LOAD_WIDTH_RATES decides for its widths (rates set here, not fitted)."""
-        best = dict(zip(dispatch.LOAD_WIDTHS, COARSENED.configs[:3], strict=True))
-        monkeypatch.setattr(
-            dispatch,
-            "LOAD_WIDTH_RATES",
-            {
-                config_name(c): tuple(1.0 if best[w] == c else 0.1 for w in dispatch.LOAD_WIDTHS)
-                for c in COARSENED.configs
-            },
-        )
+        best = rates_by_widths
         for widths, config in best.items():
             assert heuristic(COARSENED, 8192, 8192, 8192, 132, widths).config == config
         with pytest.raises(ValueError):

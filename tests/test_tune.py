@@ -629,19 +629,11 @@ class TestHeuristicInTheRun:
         kept = tune_table.differs_from_heuristic(TEST_GPU, winners)
         assert kept == {"4096x4096x4096": (config_name(other), 3)}
 
-    def test_unaligned_classes_are_weighed_with_their_own_loads(self, monkeypatch):
+    def test_unaligned_classes_are_weighed_with_their_own_loads(self, rates_by_widths):
         """A class unaligned by its K alone is compared with the heuristic's choice for B's
         float4 loads, and tune measures that choice first; a class aligned by its shape stands
         for offset views, all one float (rates set here so each width picks its own)."""
-        best = dict(zip(dispatch.LOAD_WIDTHS, COARSENED.configs[:3], strict=True))
-        monkeypatch.setattr(
-            dispatch,
-            "LOAD_WIDTH_RATES",
-            {
-                config_name(c): tuple(1.0 if best[w] == c else 0.1 for w in dispatch.LOAD_WIDTHS)
-                for c in COARSENED.configs
-            },
-        )
+        best = rates_by_widths
         k_only, aligned = (5000, 3000, 2001), (4096, 4096, 4096)
         assert tune.candidates(COARSENED, *k_only, 132)[0] == (best[(1, 4)], 1)
         assert tune.candidates(COARSENED, *aligned, 132)[0] == (best[(4, 4)], 1)
