@@ -123,26 +123,55 @@ def test_split_k_repeatable(variant, config, rng):
 
 
 # Operands whose rows do not all start on a 16-byte boundary, which coarsened reads through its
-# unaligned loads: (M, N, K, floats A starts past an aligned allocation, the same for B, splits).
+# unaligned loads: (M, N, K, floats A starts past an aligned allocation, the same for B, splits,
+# whose rows are off: "A" alone, or "B" or C's, which decides the entry point launched).
 UNALIGNED = [
-    pytest.param(67, 132, 257, 0, 0, 1, id="K-1-mod-4"),  # A's rows start at each of the 4 offsets
-    pytest.param(67, 257, 132, 0, 0, 1, id="N-1-mod-4"),  # and so do B's
-    pytest.param(67, 258, 134, 0, 0, 1, id="N-K-2-mod-4"),  # offsets 0 and 2
-    *[pytest.param(67, 132, 132, o, 0, 1, id=f"A-offset-{o}") for o in (1, 2, 3)],
-    *[pytest.param(67, 132, 132, 0, o, 1, id=f"B-offset-{o}") for o in (1, 2, 3)],
-    pytest.param(97, 131, 1029, 0, 0, 3, id="split-K-1-mod-4"),  # slices start mid-row
-    pytest.param(97, 132, 1030, 3, 1, 2, id="split-K-offsets"),
-    pytest.param(97, 132, 1029, 1, 0, 3, id="split-K-A-rows"),  # B and C (the workspace) aligned
+    pytest.param(67, 132, 257, 0, 0, 1, "A", id="K-1-mod-4"),  # A's rows start at all 4 offsets
+    pytest.param(67, 257, 132, 0, 0, 1, "B", id="N-1-mod-4"),  # and so do B's
+    pytest.param(67, 258, 134, 0, 0, 1, "B", id="N-K-2-mod-4"),  # offsets 0 and 2
+    *[pytest.param(67, 132, 132, o, 0, 1, "A", id=f"A-offset-{o}") for o in (1, 2, 3)],
+    *[pytest.param(67, 132, 132, 0, o, 1, "B", id=f"B-offset-{o}") for o in (1, 2, 3)],
+    pytest.param(97, 131, 1029, 0, 0, 3, "B", id="split-K-1-mod-4"),  # slices start mid-row
+    pytest.param(97, 132, 1030, 3, 1, 2, "B", id="split-K-offsets"),
+    pytest.param(97, 132, 1029, 1, 0, 3, "A", id="split-K-A-rows"),  # B, the workspace aligned
 ]
+
+
+@pytest.fixture
+def launched(monkeypatch):
+    """The kernels matmul asks the loader for, by name, in order."""
+    import gemm._api
+
+    names = []
+    load = gemm._api.get_kernel
+
+    def recording(variant, config, name=None):
+        names.append(name)
+        return load(variant, config, name)
+
+    monkeypatch.setattr(gemm._api, "get_kernel", recording)
+    return names
+
+
+def expected_entry(config, rows_off: str | None) -> str:
+    """The instance of coarsened's template a launch must take: the aligned one (None), the one
+    for A's rows alone ("A"), else the unaligned one where the configuration has it."""
+    coarsened = VARIANTS["coarsened"]
+    if rows_off == "A":
+        return coarsened.b_aligned_kernel_name
+    if rows_off == "B" and coarsened.unaligned_entry(config):
+        return coarsened.unaligned_kernel_name
+    return coarsened.kernel_name
 
 
 @gpu
 @pytest.mark.parametrize("config", VARIANTS["coarsened"].configs, ids=config_name)
-@pytest.mark.parametrize(("m", "n", "k", "a_offset", "b_offset", "splits"), UNALIGNED)
-def test_unaligned_operands(config, m, n, k, a_offset, b_offset, splits, rng):
+@pytest.mark.parametrize(("m", "n", "k", "a_offset", "b_offset", "splits", "rows_off"), UNALIGNED)
+def test_unaligned_operands(config, m, n, k, a_offset, b_offset, splits, rows_off, rng, launched):
     """N or K off a multiple of 4, or A or B an offset view, with and without split-K: every
-    configuration is right and writes every element. Each view ends where its allocation ends, so
-    compute-sanitizer (memory pool off) reports any read past the operand's first or last float."""
+    configuration is right, writes every element, and launches the entry point for the rows that
+    are off. Each view ends where its allocation ends, so compute-sanitizer (memory pool off)
+    reports any read past the operand's first or last float."""
     import cupy
 
     def view(rows, cols, offset):
@@ -154,14 +183,16 @@ def test_unaligned_operands(config, m, n, k, a_offset, b_offset, splits, rng):
     a, b = view(m, k, a_offset), view(k, n, b_offset)
     c = matmul(a, b, variant="coarsened", config=dict(config), splits=splits, out=poisoned(m, n))
     check(c, a, b)
+    assert launched[0] == expected_entry(config, rows_off)
 
 
 @gpu
 @pytest.mark.parametrize("config", VARIANTS["coarsened"].configs, ids=config_name)
 @pytest.mark.parametrize("splits", [1, 2])
-def test_offset_output(config, splits, rng):
+def test_offset_output(config, splits, rng, launched):
     """C an offset view, with A, B, N and K aligned: unsplit, the kernel writes C's rows off their
-    16-byte boundaries itself; split, it writes an aligned workspace and the sum pass writes C."""
+    16-byte boundaries itself (the unaligned entry point); split, it writes an aligned workspace
+    through the aligned one and the sum pass writes C."""
     import cupy
 
     m, n, k = 67, 132, 132
@@ -171,6 +202,18 @@ def test_offset_output(config, splits, rng):
     assert out.data.ptr % 16 == 4
     c = matmul(a, b, variant="coarsened", config=dict(config), splits=splits, out=out)
     check(c, a, b)
+    assert launched[0] == expected_entry(config, "B" if splits == 1 else None)
+
+
+@gpu
+def test_aligned_operands_take_the_aligned_entry(rng, launched):
+    """Every row on a 16-byte boundary: the dispatch's choice launches the aligned instance."""
+    import cupy
+
+    a = rng.standard_normal((256, 256), dtype=cupy.float32)
+    b = rng.standard_normal((256, 256), dtype=cupy.float32)
+    check(matmul(a, b, variant="coarsened", out=poisoned(256, 256)), a, b)
+    assert launched[0] == expected_entry(None, None)
 
 
 @gpu
