@@ -672,22 +672,30 @@ def test_default_provider_offers_the_scalar_path():
     assert sorted(names) == sorted(case_name(v, s) for v in VARIANTS for s in shapes)
 
 
+def entries_on_h200(shapes) -> set[str]:
+    """The instances of coarsened's template its dispatch launches at ``shapes`` on an H200."""
+    from gemm import VARIANTS, dispatch
+    from gemm._api import _entry_point
+
+    coarsened = VARIANTS["coarsened"]
+    h200 = dispatch.Gpu("NVIDIA H200", "90", 132)
+    entries = set()
+    for m, n, k in shapes:
+        choice = dispatch.choose(coarsened, m, n, k, h200)
+        entries.add(_entry_point(coarsened, choice.config, n, k, True, True))
+    return entries
+
+
 def test_gate_shapes_reach_every_unaligned_path():
     """On an H200, the gate's shapes with N or K not a multiple of 4 launch each of coarsened's
     ways of loading unaligned rows: the two unaligned entry points and the aligned one's
     fallback."""
     from gemm import VARIANTS, dispatch
-    from gemm._api import _entry_point
     from gemmbench import config
 
     coarsened = VARIANTS["coarsened"]
-    h200 = dispatch.Gpu("NVIDIA H200", "90", 132)
-    entries = set()
-    for m, n, k in config.load().shape_set("gate"):
-        if dispatch.load_widths(n, k) != (4, 4):
-            choice = dispatch.choose(coarsened, m, n, k, h200)
-            entries.add(_entry_point(coarsened, choice.config, n, k, True, True))
-    assert entries == {
+    shapes = config.load().shape_set("gate")
+    assert entries_on_h200(s for s in shapes if dispatch.load_widths(*s[1:]) != (4, 4)) == {
         coarsened.kernel_name,
         coarsened.unaligned_kernel_name,
         coarsened.b_aligned_kernel_name,
@@ -697,21 +705,14 @@ def test_gate_shapes_reach_every_unaligned_path():
 def test_default_cases_reach_every_entry_point():
     """On an H200, the gate's default cases launch each instance of coarsened's template kernel,
     so a pull request that slows only the paths for unaligned rows fails without --cases."""
-    from gemm import VARIANTS, dispatch
-    from gemm._api import _entry_point
+    from gemm import VARIANTS
     from gemmbench import config, thresholds
     from gemmbench.cases import case_name
 
-    coarsened = VARIANTS["coarsened"]
-    h200 = dispatch.Gpu("NVIDIA H200", "90", 132)
     by_name = {case_name("coarsened", s): s for s in config.load().shape_set("gate")}
-    entries = set()
-    for name in thresholds.load().for_gpu(h200.name).gate.cases:
-        if name in by_name:
-            m, n, k = by_name[name]
-            choice = dispatch.choose(coarsened, m, n, k, h200)
-            entries.add(_entry_point(coarsened, choice.config, n, k, True, True))
-    assert entries == set(coarsened.entry_names)
+    cases = thresholds.load().for_gpu("NVIDIA H200").gate.cases
+    defaults = [by_name[name] for name in cases if name in by_name]
+    assert entries_on_h200(defaults) == set(VARIANTS["coarsened"].entry_names)
 
 
 class TestCrossCheck:
