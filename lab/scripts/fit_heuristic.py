@@ -28,6 +28,18 @@ CURRENT = dict(dispatch.LOAD_WIDTH_RATES)
 STEPS = (0.7, 0.8, 0.85, 0.9, 0.95, 0.97, 1.03, 1.05, 1.1, 1.15, 1.2, 1.3)
 
 
+def k_only(shape: tuple[int, int, int]) -> tuple[int, int, int]:
+    """konly-evidence.sh's K-only shape of a draw: N rounded down to a multiple of 4, K moved off one."""
+    m, n, k = shape
+    return (m, n - n % 4, k + (k % 4 == 0))
+
+
+def n_off(shape: tuple[int, int, int]) -> tuple[int, int, int]:
+    """konly-evidence.sh's N-unaligned shape of a draw: N moved off a multiple of 4, K as drawn."""
+    m, n, k = shape
+    return (m, n + (n % 4 == 0), k)
+
+
 def load(path: Path) -> list[tuple]:
     """(shape, widths, candidates measured, {(config name, splits): fraction of cuBLAS})."""
     opener = gzip.open if path.suffix == ".gz" else open
@@ -118,10 +130,7 @@ def main(argv: list[str]) -> int:
         pooled = []
         for held in argv[1].split():
             drawn = draw_random(40, int(held))
-            # konly-evidence.sh's shapes: a draw with N rounded down to 4 and K moved off it, or
-            # with N moved off a multiple of 4
-            shapes = set(drawn) | {(m, n - n % 4, k + (k % 4 == 0)) for m, n, k in drawn}
-            shapes |= {(m, n + (n % 4 == 0), k) for m, n, k in drawn}
+            shapes = set(drawn) | {k_only(s) for s in drawn} | {n_off(s) for s in drawn}
             train = [d for d in data if d[0] not in shapes]
             test = [d for d in data if d[0] in shapes]
             fitted = fit_all(train)

@@ -21,10 +21,14 @@ grid=$("$PY" lab/scripts/tuning_grid.py | "$PY" -c 'import sys
 for line in sys.stdin:
     m, n, k = map(int, line.split("x"))
     if n % 4 or k % 4: print(line.strip(), end=" ")')
-konly=$("$PY" -c 'from gemmbench.sweep import draw_random
-print(" ".join(f"{m}x{n - n % 4}x{k + (k % 4 == 0)}" for s in (101, 202, 303) for m, n, k in draw_random(40, s)))')
-nonly=$("$PY" -c 'from gemmbench.sweep import draw_random
-print(" ".join(f"{m}x{n + (n % 4 == 0)}x{k}" for s in (101, 202, 303) for m, n, k in draw_random(40, s)))')
+derived() {  # k_only or n_off (lab/scripts/fit_heuristic.py) of each training draw, as MxNxK
+    "$PY" -c 'import sys; sys.path.insert(0, "lab/scripts"); import fit_heuristic
+from gemmbench.sweep import draw_random
+derive = getattr(fit_heuristic, sys.argv[1])
+print(" ".join("x".join(map(str, derive(s))) for seed in (101, 202, 303) for s in draw_random(40, seed)))' "$1"
+}
+konly=$(derived k_only)
+nonly=$(derived n_off)
 echo "$grid" >"$out/grid-unaligned-shapes.txt"; echo "$konly" >"$out/konly-shapes.txt"
 echo "$nonly" >"$out/nonly-shapes.txt"
 sets=" ${SETS:-grid konly} "
