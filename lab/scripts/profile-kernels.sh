@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Nsight Compute profile of coarsened (the dispatch's choice, or the named configurations) and
-# cuBLAS at n×n×n, one launch each, clocks left alone: launch, occupancy, scheduler, warp-state
+# cuBLAS at n×n×n or M×N×K, one launch each, clocks left alone: launch, occupancy, scheduler, warp-state
 # (stall reasons) and instruction statistics, into OUTDIR/ncu-N.txt. Where issue-slot use and
 # stall reasons differ from cuBLAS's own kernel is where the next kernel step should look.
-# Usage: lab/scripts/profile-kernels.sh OUTDIR N [CONFIG ...]   (CONFIG: a registry name, e.g. from
+# Usage: lab/scripts/profile-kernels.sh OUTDIR N|MxNxK [CONFIG ...]   (CONFIG: a registry name, e.g. from
 # docs/tuning.md). Exit: 0 profiled; 1 the profile failed; 2 usage; 4 no ncu on this machine.
 set -uo pipefail
-usage() { echo "usage: lab/scripts/profile-kernels.sh OUTDIR N [CONFIG ...]" >&2; exit 2; }
-[[ $# -ge 2 && -n $1 && $1 != -* && $2 =~ ^[1-9][0-9]*$ ]] || usage
+usage() { echo "usage: lab/scripts/profile-kernels.sh OUTDIR N|MxNxK [CONFIG ...]" >&2; exit 2; }
+[[ $# -ge 2 && -n $1 && $1 != -* && $2 =~ ^[1-9][0-9]*(x[1-9][0-9]*x[1-9][0-9]*)?$ ]] || usage
 out=$1 n=$2
 shift 2
 repo=$(cd "$(dirname "$0")/../.." && pwd)

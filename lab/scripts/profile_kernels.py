@@ -7,17 +7,16 @@ import sys
 
 from gemm.variants import config_name, get_variant
 from gemmbench import measure
+from gemmbench.config import parse_shape
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("n", type=int, help="the shape n×n×n")
+    parser.add_argument("shape", type=parse_shape, help="the shape: n (n×n×n) or MxNxK")
     parser.add_argument(
         "configs", nargs="*", help="coarsened configuration names (default: dispatch)"
     )
     args = parser.parse_args(argv)
-    if args.n < 1:
-        parser.error(f"n must be positive, got {args.n}")
     variant = get_variant("coarsened")
     by_name = {config_name(c): c for c in variant.configs}
     unknown = [name for name in args.configs if name not in by_name]
@@ -31,8 +30,8 @@ def main(argv: list[str] | None = None) -> int:
     import cupy  # after the checks: a usage error needs no GPU
 
     runs = [dict(config=by_name[name]) for name in args.configs] or [{}]
-    prepared = [measure.prepare("coarsened", args.n, args.n, args.n, **options) for options in runs]
-    prepared.append(measure.prepare("cublas", args.n, args.n, args.n))
+    prepared = [measure.prepare("coarsened", *args.shape, **options) for options in runs]
+    prepared.append(measure.prepare("cublas", *args.shape))
     for p in prepared:  # warm: compiled, cuBLAS's heuristics cached, clocks up
         for _ in range(3):
             p.launch()

@@ -18,14 +18,16 @@ def run(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     )
 
 
-@pytest.mark.parametrize("args", [(), ("OUT",), ("OUT", "zero"), ("OUT", "-5"), ("-x", "64")])
+@pytest.mark.parametrize(
+    "args", [(), ("OUT",), ("OUT", "zero"), ("OUT", "-5"), ("OUT", "64x64"), ("-x", "64")]
+)
 def test_shell_usage(tmp_path, args):
     """Missing or malformed OUTDIR and N: the usage line, exit 2, nothing profiled."""
     args = tuple(str(tmp_path / "out") if a == "OUT" else a for a in args)
     done = run("bash", "lab/scripts/profile-kernels.sh", *args)
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
-        "usage: lab/scripts/profile-kernels.sh OUTDIR N [CONFIG ...]"
+        "usage: lab/scripts/profile-kernels.sh OUTDIR N|MxNxK [CONFIG ...]"
     ]
 
 
