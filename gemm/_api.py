@@ -91,15 +91,18 @@ def _on_16_byte_boundaries(*arrays) -> bool:
     return all(x.data.ptr % 16 == 0 for x in arrays)
 
 
-def _entry_point(variant, config, n: int, k: int, aligned: bool, b_aligned: bool) -> str:
-    """The kernel to launch where some row starts off a 16-byte boundary (``aligned``: the
-    operands the kernel reads and writes are; ``b_aligned``: B and C are): the entry point for A's
-    rows alone where N is a multiple of 4, else the unaligned one where the configuration has it."""
+def _entry_point(
+    variant, config, n: int, k: int, aligned: bool, b_aligned: bool, depth: int
+) -> str:
+    """The kernel to launch where a row starts off a 16-byte boundary (``aligned``: every
+    operand's rows start on one; ``b_aligned``: B's and C's): the entry point for A's rows alone
+    where N is a multiple of 4, else the configuration's unaligned one (slices ``depth`` deep)."""
     if variant.template_entry and dispatch.load_widths(n, k, aligned) != (4, 4):
         if n % 4 == 0 and b_aligned:
             return variant.b_aligned_kernel_name
         if variant.unaligned_entry(config):
-            return variant.unaligned_kernel_name
+            staged = depth <= variant.staged_depth
+            return variant.staged_kernel_name if staged else variant.unaligned_kernel_name
     return variant.kernel_name
 
 
@@ -199,7 +202,8 @@ def matmul(
     # Split-K writes a fresh, aligned workspace instead of out.
     written = [out] if count == 1 else []
     aligned, b_aligned = _on_16_byte_boundaries(a, b, *written), _on_16_byte_boundaries(b, *written)
-    kernel = get_kernel(chosen, settings, _entry_point(chosen, settings, n, k, aligned, b_aligned))
+    entry = _entry_point(chosen, settings, n, k, aligned, b_aligned, -(-k // count))
+    kernel = get_kernel(chosen, settings, entry)
     if count == 1 and chosen.row_chunks:
         for first, rows in _row_chunks(chosen, settings, m):
             kernel(

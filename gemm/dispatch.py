@@ -9,17 +9,12 @@ from dataclasses import dataclass
 from .dispatch_table import TABLES
 from .variants import VARIANTS, Config, Variant, config_name
 
-# The fallback heuristic (docs/tuning.md): a model of each candidate's time from what decides it,
-# the tiles of C, how they fill waves of the GPU's multiprocessors, and the depth of K a block
-# walks. A wave holds (multiprocessors × resident blocks) blocks, and a multiprocessor shares its
-# rate among its resident blocks. Each configuration's rate, relative to the best, depends on how
-# wide the loads of A's and B's tiles can be (load_widths), one rate per entry of LOAD_WIDTHS,
-# fitted to random shapes tuned on the H200 (the rates that make the model's choice fastest
-# there, over every shape of that kind; docs/tuning.md links the runs). A configuration
-# without a fitted rate gets (tile area / 128·256) ** TILE_EFFICIENCY_EXPONENT. Split-K adds a
-# launch and a pass over the workspace; it is weighed for a grid under one wave of tiles, and for
-# a larger one where K is deep: 1.3 waves of tiles split three ways fill four
-# (``worth_splitting``; the measurements: docs/tuning.md).
+# The fallback heuristic (docs/tuning.md has the model and its measurements): each candidate's
+# time from its tiles of C, how they fill waves of (multiprocessors × resident blocks), and the K
+# a block walks. Each configuration's rate relative to the best, per widths of A's and B's loads
+# (load_widths, LOAD_WIDTHS), is fitted to random shapes tuned on the H200; one without gets (tile
+# area / 128·256) ** TILE_EFFICIENCY_EXPONENT. Split-K adds a launch and a pass over the
+# workspace, weighed under one wave of tiles, or where K is deep (``worth_splitting``).
 LOAD_WIDTHS = ((4, 4), (1, 4), (1, 1))
 LOAD_WIDTH_RATES = {
     "BM128-BN256-BK8-WM64-WN64-TM8-TN16-MIN_BLOCKS1-PREFETCH1-UNROLL2": (1.0, 0.573, 0.589),
@@ -69,9 +64,8 @@ class Choice:
 
 def shape_class(m: int, n: int, k: int, aligned: bool = True) -> str:
     """The table's key for a shape: the shape itself, ``-unaligned`` where coarsened cannot load
-    its tiles as float4s straight from every row (N or K not a multiple of 4, or an operand not
-    16-byte aligned: ``aligned`` False, an offset view the shape cannot show). The table holds
-    the tuned shapes; every other shape goes to the heuristic's model, which generalises."""
+    its tiles as float4s straight from every row (N or K not a multiple of 4, or ``aligned``
+    False: an operand off a 16-byte boundary). Untabled shapes go to the heuristic's model."""
     key = f"{m}x{n}x{k}"
     return key if load_widths(n, k, aligned) == (4, 4) else f"{key}-unaligned"
 
@@ -92,11 +86,8 @@ def blocks(variant: Variant, config: Config, m: int, n: int) -> int:
 
 
 def effective_splits(variant: Variant, config: Config, k: int, splits: int) -> int:
-    """The split count the kernel runs: at most one slice per BK-step, and no empty slice.
-
-    The kernel gives each of gridDim.z slices ceil(steps / gridDim.z) BK-steps, so asking for
-    more slices than fill that way would leave the last ones empty; they are dropped here.
-    """
+    """The split count the kernel runs: at most one slice per BK-step, and no empty slice (each
+    of gridDim.z slices gets ceil(steps / gridDim.z) BK-steps; empty last ones are dropped)."""
     if splits <= 1 or not variant.split_k or k == 0:
         return 1
     steps = -(-k // config["BK"])
@@ -135,9 +126,8 @@ def worth_splitting(
     variant: Variant, config: Config, splits: int, m: int, n: int, k: int, sm_count: int
 ) -> bool:
     """Whether ``splits`` is a candidate for ``config``: unsplit always; a grid under one wave of
-    tiles split to at most SMALL_GRID_SPLIT_WAVES waves of blocks; a larger grid only where K
-    exceeds M and N (a split there cuts a long walk, on a cube it only adds blocks), to
-    MAX_SPLIT_WAVES waves."""
+    tiles to SMALL_GRID_SPLIT_WAVES waves of blocks; a larger one to MAX_SPLIT_WAVES where K
+    exceeds M and N (a split there cuts a long walk, on a cube it only adds blocks)."""
     if splits == 1:
         return True
     tiles = blocks(variant, config, m, n)
@@ -148,8 +138,7 @@ def worth_splitting(
 
 def split_counts(variant: Variant, config: Config, k: int) -> tuple[int, ...]:
     """The K-split counts the dispatch may run ``config`` with at depth ``k``: 1, and each of
-    SPLIT_CANDIDATES whose slices are at least MIN_SLICE_K deep and that the kernel runs as asked
-    (``effective_splits``); only 1 for a variant that cannot split."""
+    SPLIT_CANDIDATES with slices MIN_SLICE_K deep or more that the kernel runs as asked."""
     if not variant.split_k:
         return (1,)
     return tuple(
@@ -163,8 +152,7 @@ def heuristic_candidates(
     variant: Variant, m: int, n: int, k: int, sm_count: int
 ) -> list[tuple[Config, int]]:
     """Every (configuration, split count) the heuristic weighs for (M, N, K): each registered
-    configuration with each of ``split_counts`` that is ``worth_splitting``, in registry order,
-    fewer splits first."""
+    configuration with each ``worth_splitting`` one of ``split_counts``, fewer splits first."""
     return [
         (config, splits)
         for config in variant.configs
@@ -176,9 +164,8 @@ def heuristic_candidates(
 def heuristic(
     variant: Variant, m: int, n: int, k: int, sm_count: int, widths: tuple[int, int] = (4, 4)
 ) -> Choice:
-    """The documented fallback rule (docs/tuning.md): of ``heuristic_candidates``, the one whose
-    modelled time (``predicted_seconds`` with loads ``widths`` floats wide) is least; ties go to
-    the earlier in the registry, then to fewer splits."""
+    """The documented fallback rule (docs/tuning.md): the least ``predicted_seconds`` (loads
+    ``widths`` floats wide) of ``heuristic_candidates``; ties to the earlier, then fewer splits."""
     if min(m, n, k) <= 0:
         return Choice(variant.config, 1, "heuristic")  # nothing to launch
     config, splits = min(

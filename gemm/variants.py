@@ -42,21 +42,20 @@ class Variant:
     gives the block shape and ``tile`` the (rows, columns) of C one block computes, both from a
     configuration, so the grid is ceil(N / tile columns) × ceil(M / tile rows). ``constraints``
     mirror the kernel's static_asserts, and ``shared_bytes`` its static shared memory, so a bad
-    configuration is refused in Python before anything compiles. ``row_chunks``: when M needs
-    more row blocks than the grid's y limit, ``gemm.matmul`` launches the kernel once per chunk
-    of rows (on row slices of A and C), so the kernel itself stays one element a thread.
-    ``split_k``: the kernel splits K over gridDim.z into a workspace that its
-    ``sum_kernel_name`` kernel adds up. ``template_entry``: the source's entry point is one
-    ``template <bool ALIGNED, bool B_ALIGNED = ALIGNED> __global__`` kernel ``gemm_<name>``,
-    instantiated as ``entry_names``: every configuration launches ``b_aligned_kernel_name``
-    where only A's rows do not all start on 16-byte boundaries, and ``unaligned_entry`` says
-    whether it launches ``unaligned_kernel_name`` where B's or C's do not (otherwise the aligned
-    instance takes them too). ``dispatch``: with no
-    explicit configuration, ``gemm.dispatch`` picks one (and a split count) per shape and GPU;
-    ``resident_blocks``: the blocks of a configuration a multiprocessor holds at once (the
-    dispatch's model of waves). ``switches``
-    names the constants that turn a kernel feature off (0) or on (1); every other constant is a
-    size and must be positive.
+    configuration is refused in Python before anything compiles. ``row_chunks``: when M needs more
+    row blocks than the grid's y limit, ``gemm.matmul`` launches the kernel once per chunk of rows
+    (on row slices of A and C), so the kernel itself stays one element a thread. ``split_k``: the
+    kernel splits K over gridDim.z into a workspace that its ``sum_kernel_name`` kernel adds up.
+    ``template_entry``: the source's entry point is one ``template <bool ALIGNED, bool B_ALIGNED =
+    ALIGNED> __global__`` kernel ``gemm_<name>``, instantiated as ``entry_names``: every
+    configuration launches ``b_aligned_kernel_name`` where only A's rows do not all start on
+    16-byte boundaries, and ``unaligned_entry`` says whether it launches ``unaligned_kernel_name``
+    where B's or C's do not (otherwise the aligned instance takes them too), or
+    ``staged_kernel_name`` where its slices of K are at most ``staged_depth`` deep. ``dispatch``:
+    with no explicit configuration, ``gemm.dispatch`` picks one (and a split count) per shape and
+    GPU; ``resident_blocks``: the blocks of a configuration a multiprocessor holds at once (the
+    dispatch's model of waves). ``switches`` names the constants that turn a kernel feature off (0)
+    or on (1); every other constant is a size and must be positive.
     """
 
     name: str
@@ -71,6 +70,7 @@ class Variant:
     split_k: bool = False
     unaligned_entry: Callable[[Config], bool] = field(default=lambda c: False, compare=False)
     template_entry: bool = False
+    staged_depth: int = 0
     dispatch: bool = False
     switches: frozenset[str] = frozenset()
     resident_blocks: Callable[[Config], int] = field(default=lambda c: 1, compare=False)
@@ -86,7 +86,8 @@ class Variant:
         """A template kernel's instances, by the names NVRTC resolves (empty if none)."""
         if not self.template_entry:
             return ()
-        return (self.kernel_name, self.unaligned_kernel_name, self.b_aligned_kernel_name)
+        names = (self.kernel_name, self.unaligned_kernel_name, self.b_aligned_kernel_name)
+        return names + ((self.staged_kernel_name,) if self.staged_depth else ())
 
     @property
     def config(self) -> Config:
@@ -106,6 +107,11 @@ class Variant:
     def b_aligned_kernel_name(self) -> str:
         """The unaligned entry point for A's rows alone off 16-byte boundaries: B and C as float4."""
         return f"gemm_{self.name}<false, true>"
+
+    @property
+    def staged_kernel_name(self) -> str:
+        """The unaligned entry point that writes C through shared memory (``staged_depth``)."""
+        return f"gemm_{self.name}<false, false, true>"
 
     @property
     def sum_kernel_name(self) -> str:
@@ -202,17 +208,11 @@ _COARSENED_CONSTRAINTS = (
         "a warp tile holds exactly 32 thread tiles",
         lambda c: (c["WM"] // c["TM"]) * (c["WN"] // c["TN"]) == 32,
     ),
+    Constraint("C leaves shared memory in whole rows", lambda c: c["BM"] // c["TM"] % 4 == 0),
 )
 
 _FLOAT = 4  # bytes
 _AS_PAD = 4  # 03_coarsened.cu's AS_PAD: row padding of the transposed A tile
-
-
-def _coarsened_unaligned_entry(c: Config) -> bool:
-    """Block tiles of at least 128×128 take B's or C's unaligned rows through the entry point
-    compiled for them (1-6% faster on the H200); smaller ones lost up to 12.5% on some shapes with
-    it, so keep the aligned entry point's run-time fallback (docs/tuning.md)."""
-    return c["BM"] >= 128 and c["BN"] >= 128
 
 
 def _coarsened_shared_bytes(c: Config) -> int:
@@ -280,8 +280,9 @@ VARIANTS: Mapping[str, Variant] = MappingProxyType(
             constraints=_COARSENED_CONSTRAINTS,
             shared_bytes=_coarsened_shared_bytes,
             split_k=True,
-            unaligned_entry=_coarsened_unaligned_entry,
+            unaligned_entry=lambda c: c["BM"] >= 128 and c["BN"] >= 128,  # smaller lost 12.5%
             template_entry=True,
+            staged_depth=1024,  # shallower slices write C faster through shared memory
             dispatch=True,
         ),
         "cublas": Variant(

@@ -31,6 +31,7 @@ SHAPES = [
     (33, 33, 33),
     (129, 129, 129),
     (129, 33, 257),
+    (129, 33, 1029),  # N unaligned, K past coarsened's staged_depth: its unaligned entry itself
     (128, 132, 130),
     (132, 128, 132),
     (4099, 3, 17),

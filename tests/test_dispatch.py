@@ -112,7 +112,7 @@ class TestHeuristic:
 
         for n, k in [(4096, 4096), (4096, 4095), (4095, 4096), (4095, 4095)]:
             for config in COARSENED.configs:
-                entry = _entry_point(COARSENED, config, n, k, True, True)
+                entry = _entry_point(COARSENED, config, n, k, True, True, k)
                 a_alone = entry == COARSENED.b_aligned_kernel_name
                 assert a_alone == (dispatch.load_widths(n, k) == (1, 4)), (n, k)
         assert dispatch.load_widths(4096, 4096) == (4, 4)

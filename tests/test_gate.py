@@ -682,14 +682,14 @@ def entries_on_h200(shapes) -> set[str]:
     entries = set()
     for m, n, k in shapes:
         choice = dispatch.choose(coarsened, m, n, k, h200)
-        entries.add(_entry_point(coarsened, choice.config, n, k, True, True))
+        depth = -(-k // choice.splits)
+        entries.add(_entry_point(coarsened, choice.config, n, k, True, True, depth))
     return entries
 
 
 def test_gate_shapes_reach_every_unaligned_path():
     """On an H200, the gate's shapes with N or K not a multiple of 4 launch each of coarsened's
-    ways of loading unaligned rows: the two unaligned entry points and the aligned one's
-    fallback."""
+    ways of loading unaligned rows: the unaligned entry points and the aligned one's fallback."""
     from gemm import VARIANTS, dispatch
     from gemmbench import config
 
@@ -699,6 +699,7 @@ def test_gate_shapes_reach_every_unaligned_path():
         coarsened.kernel_name,
         coarsened.unaligned_kernel_name,
         coarsened.b_aligned_kernel_name,
+        coarsened.staged_kernel_name,
     }
 
 

@@ -131,6 +131,7 @@ UNALIGNED = [
     pytest.param(67, 258, 134, 0, 0, 1, "B", id="N-K-2-mod-4"),  # offsets 0 and 2
     *[pytest.param(67, 132, 132, o, 0, 1, "A", id=f"A-offset-{o}") for o in (1, 2, 3)],
     *[pytest.param(67, 132, 132, 0, o, 1, "B", id=f"B-offset-{o}") for o in (1, 2, 3)],
+    pytest.param(67, 257, 1030, 0, 0, 1, "B", id="N-deep-slice"),  # past staged_depth
     pytest.param(97, 131, 1029, 0, 0, 3, "B", id="split-K-1-mod-4"),  # slices start mid-row
     pytest.param(97, 132, 1030, 3, 1, 2, "B", id="split-K-offsets"),
     pytest.param(97, 132, 1029, 1, 0, 3, "A", id="split-K-A-rows"),  # B, the workspace aligned
@@ -153,14 +154,16 @@ def launched(monkeypatch):
     return names
 
 
-def expected_entry(config, rows_off: str | None) -> str:
+def expected_entry(config, rows_off: str | None, depth: int = 0) -> str:
     """The instance of coarsened's template a launch must take: the aligned one (None), the one
-    for A's rows alone ("A"), else the unaligned one where the configuration has it."""
+    for A's rows alone ("A"), else the unaligned one where the configuration has it, staged for
+    slices of K ``depth`` deep or less."""
     coarsened = VARIANTS["coarsened"]
     if rows_off == "A":
         return coarsened.b_aligned_kernel_name
     if rows_off == "B" and coarsened.unaligned_entry(config):
-        return coarsened.unaligned_kernel_name
+        staged = depth <= coarsened.staged_depth
+        return coarsened.staged_kernel_name if staged else coarsened.unaligned_kernel_name
     return coarsened.kernel_name
 
 
@@ -183,7 +186,7 @@ def test_unaligned_operands(config, m, n, k, a_offset, b_offset, splits, rows_of
     a, b = view(m, k, a_offset), view(k, n, b_offset)
     c = matmul(a, b, variant="coarsened", config=dict(config), splits=splits, out=poisoned(m, n))
     check(c, a, b)
-    assert launched[0] == expected_entry(config, rows_off)
+    assert launched[0] == expected_entry(config, rows_off, -(-k // splits))
 
 
 @gpu
@@ -202,7 +205,7 @@ def test_offset_output(config, splits, rng, launched):
     assert out.data.ptr % 16 == 4
     c = matmul(a, b, variant="coarsened", config=dict(config), splits=splits, out=out)
     check(c, a, b)
-    assert launched[0] == expected_entry(config, "B" if splits == 1 else None)
+    assert launched[0] == expected_entry(config, "B" if splits == 1 else None, k)
 
 
 @gpu

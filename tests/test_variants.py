@@ -286,7 +286,24 @@ class TestEntryPoint:
         coarsened = VARIANTS["coarsened"]
         routed = entry != "unaligned_kernel_name" or coarsened.unaligned_entry(config)
         expected = getattr(coarsened, entry if routed else "kernel_name")
-        assert _entry_point(coarsened, config, n, k, aligned, b_aligned) == expected
+        assert _entry_point(coarsened, config, n, k, aligned, b_aligned, 4096) == expected
+
+    @pytest.mark.parametrize("config", VARIANTS["coarsened"].configs, ids=config_name)
+    def test_shallow_slices_take_the_staged_entry(self, config):
+        """Where the unaligned entry point is taken, slices at most ``staged_depth`` deep take its
+        instance that writes C through shared memory; deeper ones, and A's rows alone, do not."""
+        from gemm._api import _entry_point
+
+        coarsened = VARIANTS["coarsened"]
+        depth = coarsened.staged_depth
+        staged = _entry_point(coarsened, config, 130, 130, True, True, depth)
+        deep = _entry_point(coarsened, config, 130, 130, True, True, depth + 1)
+        a_alone = _entry_point(coarsened, config, 132, 130, True, True, depth)
+        if coarsened.unaligned_entry(config):
+            assert (staged, deep) == (coarsened.staged_kernel_name, coarsened.unaligned_kernel_name)
+        else:
+            assert staged == deep == coarsened.kernel_name
+        assert a_alone == coarsened.b_aligned_kernel_name
 
     @pytest.mark.parametrize("name", ["naive", "tiled"])
     def test_other_variants_have_one_entry(self, name):
@@ -294,5 +311,5 @@ class TestEntryPoint:
 
         variant = VARIANTS[name]
         # Rows that would send coarsened to each of its unaligned entry points.
-        assert _entry_point(variant, variant.config, 4, 3, True, True) == variant.kernel_name
-        assert _entry_point(variant, variant.config, 3, 3, False, False) == variant.kernel_name
+        assert _entry_point(variant, variant.config, 4, 3, True, True, 3) == variant.kernel_name
+        assert _entry_point(variant, variant.config, 3, 3, False, False, 3) == variant.kernel_name

@@ -62,23 +62,21 @@ static_assert((BK * BN) % (4 * THREADS) == 0, "the B tile splits evenly over the
 static_assert(BM % WM == 0 && BN % WN == 0, "the block tile splits evenly into warp tiles");
 static_assert(WM % TM == 0 && WN % TN == 0, "the warp tile splits evenly into thread tiles");
 static_assert(LANES_Y * LANES_X == 32, "a warp tile holds exactly 32 thread tiles");
+static_assert(BM / TM % 4 == 0, "C leaves shared memory in whole rows");
 
-// Entry points of one template (instantiated at the end), compiled apart so that no path's code
-// can change another's registers or schedule. <true>: float4 tiles where every row of A, B and C
-// starts on a 16-byte boundary (K, N multiples of 4, aligned pointers), as a run-time check
-// confirms, else one float at a time. <false>: each float on its own. <false, true>: A's one at a
-// time, B's and C's as float4 (the caller checked; checking here cost 1-6% where N is unaligned).
-// A template, not a function inlined into kernels, which changed <true>'s registers (8.5% slower).
-template <bool ALIGNED, bool B_ALIGNED = ALIGNED>
+// Entry points of one template, compiled apart so no path changes another's registers (a function
+// inlined into kernels made <true> 8.5% slower; C staged in <false> cost its deep slices 4%).
+// <true>: float4 tiles where every row of A, B, C starts on a 16-byte boundary, as a run-time
+// check confirms, else one float at a time. <false>: one float at a time. <false, true>: A's so,
+// B's and C's as float4 (the caller checked). <false, false, true>: <false>, C staged (below).
+template <bool ALIGNED, bool B_ALIGNED = ALIGNED, bool STAGED_C = false>
 __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
 gemm_coarsened(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,
                int M, int N, int K)
 {
-    // Split-K: when few tiles of C would leave multiprocessors idle, gridDim.z blocks share each
-    // tile, block z taking one BK-aligned slice of K and writing its partial product to slice z of
-    // a workspace C[z][M][N]; gemm_coarsened_sum_splits then adds the slices in a fixed order, so
-    // the result repeats bit for bit (atomics would add in whatever order blocks finish).
-    // With gridDim.z = 1 the slice is all of K and C is the output itself.
+    // Split-K: block z takes one BK-aligned slice of K and writes its partial product to slice z
+    // of a workspace C[z][M][N], which gemm_coarsened_sum_splits adds in a fixed order, so results
+    // repeat bit for bit (atomics add as blocks finish). With gridDim.z = 1, C is the output.
     const int lda = K;  // A's row stride stays the full depth; K becomes this slice's depth
     const int slice = ((K - 1) / BK / gridDim.z + 1) * BK;
     const int k_first = blockIdx.z * slice;
@@ -87,18 +85,16 @@ gemm_coarsened(const float* __restrict__ A, const float* __restrict__ B, float* 
     C += (size_t)blockIdx.z * M * N;
     K = min(slice, K - k_first);
 
-    // Two buffers: while one is read for this K-step, the next step's tiles are stored in the
-    // other, so a single barrier per step suffices.
+    // Two buffers: one is read while the next step's tiles go to the other; one barrier a step.
     __shared__ __align__(16) float As[2][BK][BM + AS_PAD];  // A tile, transposed: k-major
     __shared__ __align__(16) float Bs[2][BK][BN];
 
     const int tid = threadIdx.x;
     const int row0 = blockIdx.y * BM, col0 = blockIdx.x * BN;
 
-    // The aligned entry point checks again at run time and takes the one-float path itself when
-    // it must: tiles under 128x128 run B's or C's unaligned rows that way (gemm/variants.py). The
-    // branch also keeps the compiler from sinking its loads (see next_step); without it, tiles
-    // narrower than 256 columns ran 17-29% slower on an H200.
+    // <true> checks again and takes the one-float path itself where it must (tiles under 128x128
+    // do, gemm/variants.py). The branch also keeps the compiler from sinking its loads (see
+    // next_step); without it, tiles narrower than 256 columns ran 17-29% slower on an H200.
     const bool vec = ALIGNED && (lda % 4 == 0) && (N % 4 == 0) &&
                      ((reinterpret_cast<size_t>(A) | reinterpret_cast<size_t>(B) |
                        reinterpret_cast<size_t>(C)) % 16 == 0);
@@ -154,16 +150,14 @@ gemm_coarsened(const float* __restrict__ A, const float* __restrict__ B, float* 
         }
     };
 
-    // Warp tiling: a warp's 32 lanes are laid out LANES_Y × LANES_X, each lane a 4×4 piece of
-    // C, so per K-step a warp reads only LANES_Y distinct float4s of A and LANES_X of B from
-    // shared memory (the other lanes' reads are broadcasts): a squarer warp needs fewer
-    // shared-memory wavefronts than one warp across the block's full width.
+    // Warp tiling: a warp's lanes lie LANES_Y × LANES_X, each a 4×4 piece of C, so per k a warp
+    // reads LANES_Y distinct float4s of A and LANES_X of B from shared memory (the rest are
+    // broadcasts): a squarer warp needs fewer wavefronts than one across the block's width.
     const int warp = tid / 32, lane = tid % 32;
     const int ly = lane / LANES_X, lx = lane % LANES_X;
     // A thread owns rows row1 + g*STRIDE_M + i and columns col1 + g*STRIDE_N + j (i, j < 4): its
-    // TM/4 × TN/4 groups of four repeat across the whole block tile, so at every group the warp's
-    // float4 reads of a row of A or B are contiguous. With a full-width warp (WN = BN) this is
-    // the layout of one thread row after another.
+    // TM/4 × TN/4 groups of four repeat across the block tile, so at every group the warp's
+    // float4 reads of a row of A or B are contiguous (with WN = BN, thread row after thread row).
     const int row1 = (warp / WARPS_X) * 4 * LANES_Y + ly * 4;
     const int col1 = (warp % WARPS_X) * 4 * LANES_X + lx * 4;
     float acc[TM][TN];
@@ -200,13 +194,10 @@ gemm_coarsened(const float* __restrict__ A, const float* __restrict__ B, float* 
     if (!ALIGNED && steps > 1) fetch(BK);
     __syncthreads();
 
-    // The end of a K-step: the next step's tiles stored and visible to every thread. Then
-    // every thread has finished reading this step's buffer, which can take new tiles.
-    // The unaligned path issues the loads of the step after next here, before the barrier, so
-    // that they stay in flight while the next step computes: with no branch between those loads
-    // and the stash that uses them, the compiler would sink them below the multiply-adds, where
-    // nothing hides their latency, but it moves no load past a barrier. The aligned path keeps
-    // its loads at the top of each step, which measured faster there.
+    // The end of a K-step: the next step's tiles stored and visible to every thread, and this
+    // step's buffer free. The unaligned path issues the loads of the step after next before the
+    // barrier, which the compiler moves no load past: with no branch before their stash it would
+    // sink them below the multiply-adds, unhidden. The aligned path's measured faster at the top.
     auto next_step = [&](int step) {
         if (step + 1 < steps) stash(stage ^ 1);  // last read before the previous barrier
         if (!ALIGNED && step + 2 < steps) fetch((step + 2) * BK);
@@ -241,8 +232,32 @@ gemm_coarsened(const float* __restrict__ A, const float* __restrict__ B, float* 
 #endif
     }
 
+    // STAGED_C: C leaves through shared memory (B's tiles, now free) so that a warp stores 32
+    // consecutive floats, whole 32-byte sectors, not 4 bytes in each of 16 (4x the L2 writes).
+    // There the j-th floats of each four sit together: float4 stores would want acc in aligned
+    // register quads, whose bank conflicts slowed the multiply-adds 7%.
+    constexpr int PASSES = STRIDE_M * STRIDE_N > 2 * BK * BN ? 2 : 1, PER = 4 / PASSES;
+    float* const slab = &Bs[0][0][0];  // a pass's rows: PER of each thread's four
 #pragma unroll
-    for (int gi = 0; gi < TM / 4; ++gi)
+    for (int g = 0; STAGED_C && g < TM / 4 * (TN / 4) * PASSES; ++g) {
+        const int gi = g / (TN / 4 * PASSES), gj = g / PASSES % (TN / 4), pass = g % PASSES;
+        __syncthreads();
+#pragma unroll
+        for (int i = 0; i < PER * 4; ++i)
+            slab[(row1 / 4 * PER + i / 4) * STRIDE_N + i % 4 * (STRIDE_N / 4) + col1 / 4] =
+                acc[gi * 4 + pass * PER + i / 4][gj * 4 + i % 4];
+        __syncthreads();
+        const int col = tid % STRIDE_N, c = col0 + gj * STRIDE_N + col;
+        const float* from = slab + tid / STRIDE_N * STRIDE_N + col % 4 * (STRIDE_N / 4) + col / 4;
+#pragma unroll
+        for (int t = 0; t < STRIDE_M / PASSES * STRIDE_N / THREADS; ++t) {
+            const int row = tid / STRIDE_N + t * (THREADS / STRIDE_N);  // in the slab
+            const int r = row0 + gi * STRIDE_M + row / PER * 4 + pass * PER + row % PER;
+            if (r < M && c < N) C[(size_t)r * N + c] = from[t * THREADS];
+        }
+    }
+#pragma unroll
+    for (int gi = 0; !STAGED_C && gi < TM / 4; ++gi)
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
             const int r = row0 + row1 + gi * STRIDE_M + i;
@@ -268,6 +283,8 @@ template __global__ void gemm_coarsened<true>(const float*, const float*, float*
 template __global__ void gemm_coarsened<false>(const float*, const float*, float*, int, int, int);
 template __global__ void gemm_coarsened<false, true>(const float*, const float*, float*, int,
                                                      int, int);
+template __global__ void gemm_coarsened<false, false, true>(const float*, const float*, float*,
+                                                            int, int, int);
 
 // Split-K's second pass: C = sum over z of W[z], added in order z = 0, 1, ... for every element.
 extern "C" __global__ void gemm_coarsened_sum_splits(const float* __restrict__ W,
