@@ -37,7 +37,12 @@ from gemm.variants import config_name  # noqa: E402
 SOURCE = "gemm/kernels/03_coarsened.cu"
 ROOT = Path(__file__).resolve().parents[2]
 ENTRIES = ("gemm_coarsened", "gemm_coarsened_unaligned")  # before the template kernel
-TEMPLATE_ENTRIES = ("gemm_coarsened<true>", "gemm_coarsened<false>", "gemm_coarsened<false, true>")
+TEMPLATE_ENTRIES = (
+    "gemm_coarsened<true>",
+    "gemm_coarsened<false>",
+    "gemm_coarsened<false, true>",
+    "gemm_coarsened<false, false, true>",
+)
 _INSTRUCTION = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(.*?)\s*;")
 
 
@@ -89,10 +94,11 @@ def _symbol(entry: str, functions: list[str]) -> str:
         return entry
     name, arguments = entry.rstrip(">").split("<")
     flags = [{"true": "1", "false": "0"}[a.strip()] for a in arguments.split(",")]
-    # One argument names <ALIGNED> in the two-entry source, <ALIGNED, B_ALIGNED = ALIGNED> since.
-    spellings = ["".join(f"Lb{f}E" for f in flags)] + (
-        [f"Lb{flags[0]}E" * 2] if len(flags) == 1 else []
-    )
+    # One argument names <ALIGNED> in the two-entry source; the defaults B_ALIGNED = ALIGNED, then
+    # STAGED_C = false, fill the later template parameters since.
+    full = (flags + flags[:1])[:2] + flags[2:] if len(flags) < 3 else flags
+    spellings = ["".join(f"Lb{f}E" for f in flags), "".join(f"Lb{f}E" for f in full)]
+    spellings.append(spellings[1] + "Lb0E")
     found = [f for f in functions for s in spellings if re.match(rf"_Z\d+{name}I{s}E", f)]
     if not found:
         raise SystemExit(f"entry_sass: no instance {entry} in the cubin ({', '.join(functions)})")
@@ -101,8 +107,10 @@ def _symbol(entry: str, functions: list[str]) -> str:
 
 def entries_of(source: str) -> tuple[str, ...]:
     """The coarsened entry points a revision's source defines."""
-    if re.search(r"template <bool ALIGNED, bool B_ALIGNED = ALIGNED>\s*__global__", source):
+    if re.search(r"bool STAGED_C = false>\s*__global__", source):
         return TEMPLATE_ENTRIES
+    if re.search(r"template <bool ALIGNED, bool B_ALIGNED = ALIGNED>\s*__global__", source):
+        return TEMPLATE_ENTRIES[:3]
     if re.search(r"template <bool ALIGNED>\s*__global__", source):
         return TEMPLATE_ENTRIES[:2]
     return tuple(e for e in ENTRIES if re.search(rf"\b{e}\s*\(", source))
