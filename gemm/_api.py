@@ -94,9 +94,9 @@ def _on_16_byte_boundaries(*arrays) -> bool:
 def _entry_point(
     variant, config, n: int, k: int, aligned: bool, b_aligned: bool, depth: int
 ) -> str:
-    """The kernel to launch where a row starts off a 16-byte boundary (``aligned``: every
-    operand's rows start on one; ``b_aligned``: B's and C's): the entry point for A's rows alone
-    where N is a multiple of 4, else the configuration's unaligned one (slices ``depth`` deep)."""
+    """The kernel to launch where a row starts off a 16-byte boundary (``aligned``: every operand
+    the kernel touches starts on one; ``b_aligned``: B and C do): A's rows' entry point where N is
+    a multiple of 4, else the configuration's unaligned one (for slices of K ``depth`` deep)."""
     if variant.template_entry and dispatch.load_widths(n, k, aligned) != (4, 4):
         if n % 4 == 0 and b_aligned:
             return variant.b_aligned_kernel_name

@@ -46,8 +46,8 @@ class Variant:
     row blocks than the grid's y limit, ``gemm.matmul`` launches the kernel once per chunk of rows
     (on row slices of A and C), so the kernel itself stays one element a thread. ``split_k``: the
     kernel splits K over gridDim.z into a workspace that its ``sum_kernel_name`` kernel adds up.
-    ``template_entry``: the source's entry point is one ``template <bool ALIGNED, bool B_ALIGNED =
-    ALIGNED> __global__`` kernel ``gemm_<name>``, instantiated as ``entry_names``: every
+    ``template_entry``: the source's entry point is one ``template <bool ALIGNED, bool B_ALIGNED,
+    bool STAGED_C> __global__`` kernel ``gemm_<name>``, instantiated as ``entry_names``: every
     configuration launches ``b_aligned_kernel_name`` where only A's rows do not all start on
     16-byte boundaries, and ``unaligned_entry`` says whether it launches ``unaligned_kernel_name``
     where B's or C's do not (otherwise the aligned instance takes them too), or

@@ -133,6 +133,7 @@ UNALIGNED = [
     *[pytest.param(67, 132, 132, 0, o, 1, "B", id=f"B-offset-{o}") for o in (1, 2, 3)],
     pytest.param(67, 257, 1030, 0, 0, 1, "B", id="N-deep-slice"),  # past staged_depth
     pytest.param(97, 131, 1029, 0, 0, 3, "B", id="split-K-1-mod-4"),  # slices start mid-row
+    pytest.param(97, 131, 2063, 0, 0, 2, "B", id="split-K-deep-slice"),  # past staged_depth
     pytest.param(97, 132, 1030, 3, 1, 2, "B", id="split-K-offsets"),
     pytest.param(97, 132, 1029, 1, 0, 3, "A", id="split-K-A-rows"),  # B, the workspace aligned
 ]

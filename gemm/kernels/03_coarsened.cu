@@ -233,7 +233,7 @@ gemm_coarsened(const float* __restrict__ A, const float* __restrict__ B, float* 
     }
 
     // STAGED_C: C leaves through shared memory (B's tiles, now free) so that a warp stores 32
-    // consecutive floats, whole 32-byte sectors, not 4 bytes in each of 16 (4x the L2 writes).
+    // consecutive floats, four or five sectors, not 8 bytes in each of 16 (4x the L2 writes).
     // There the j-th floats of each four sit together: float4 stores would want acc in aligned
     // register quads, whose bank conflicts slowed the multiply-adds 7%.
     constexpr int PASSES = STRIDE_M * STRIDE_N > 2 * BK * BN ? 2 : 1, PER = 4 / PASSES;
