@@ -121,18 +121,13 @@ class JobCgroup:
         if not self.path.exists():
             return 0
         found = self.pids()
-        if (self.path / KILL_FILE).exists():  # one write, no pid race
+        one_write = (self.path / KILL_FILE).exists()
+        if one_write:  # one write, no pid race
             (self.path / KILL_FILE).write_text("1\n")
-        else:  # freeze, so nothing forks between reading the pids and killing them
-            (self.path / "cgroup.freeze").write_text("1\n")
-            for pid in self.pids():
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-            (self.path / "cgroup.freeze").write_text("0\n")
         deadline = time.monotonic() + KILL_WAIT
         while True:
+            if not one_write:
+                self._kill_frozen(deadline)
             reap()
             try:
                 self.path.rmdir()
@@ -146,6 +141,29 @@ class JobCgroup:
                         f"cgroup.kill ({exc.strerror})"
                     ) from None
             time.sleep(0.05)
+
+    def _kill_frozen(self, deadline: float) -> None:
+        """Freezes the cgroup, so nothing forks between reading the pids and killing them, then
+        kills each pid. The freeze takes effect only when cgroup.events says "frozen 1": a
+        process still running when the pids were read could fork a child that outlives the kill
+        (then rmdir says busy), so this waits for it, and kill() calls this again until empty."""
+        try:
+            (self.path / "cgroup.freeze").write_text("1\n")
+            while "frozen 1" not in (self.path / "cgroup.events").read_text():
+                if time.monotonic() > deadline:
+                    break
+                time.sleep(0.005)
+        except FileNotFoundError:
+            return  # the cgroup is gone
+        for pid in self.pids():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        try:
+            (self.path / "cgroup.freeze").write_text("0\n")
+        except FileNotFoundError:
+            pass
 
 
 def reap() -> None:
