@@ -6,7 +6,7 @@
 ``shapes`` lists every unaligned shape with all dimensions ≥ 256 of the grid
 ([tool.gemmbench.shapes] sweep) and of ``draw_random(40, seed)`` for each seed (default 7 11 13),
 each followed by its neighbour (N and K rounded to the nearest multiple of 4,
-``loads_analysis.nearest_aligned``). Run them through ``gemmbench report --sweep --json``.
+``loads_analysis.neighbour``). Run them through ``gemmbench report --sweep --json``.
 
 ``report`` reads that sweep and prints, per class (K alone, N alone, N and K unaligned), the
 median and 10th percentile of the gap: the unaligned shape's speed (flops ÷ time) over its
@@ -23,17 +23,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from loads_analysis import nearest_aligned  # noqa: E402
+from loads_analysis import neighbour  # noqa: E402
 
 from gemmbench import config as gb_config  # noqa: E402
 from gemmbench.sweep import draw_random, in_distribution, percentile, unaligned  # noqa: E402
 
 SEEDS = (7, 11, 13)
-
-
-def neighbour(shape):
-    m, n, k = shape
-    return (m, nearest_aligned(n), nearest_aligned(k))
 
 
 def pairs(seeds=SEEDS) -> list[tuple[tuple[int, int, int], tuple[int, int, int]]]:
