@@ -1,8 +1,8 @@
 """Run every GEMM variant over the awkward shapes, for compute-sanitizer to watch; optionally plant a bug.
 
-Usage (the wrapper scripts/sanitize.sh runs all of these):
-    compute-sanitizer --tool memcheck  python scripts/sanitize_gemm.py
-    compute-sanitizer --tool racecheck python scripts/sanitize_gemm.py
+Usage (the wrapper scripts/sanitize.sh runs all of these, the first two in shards side by side):
+    compute-sanitizer --tool memcheck  python scripts/sanitize_gemm.py [--shard I/N]
+    compute-sanitizer --tool racecheck python scripts/sanitize_gemm.py [--shard I/N]
     compute-sanitizer --tool memcheck  python scripts/sanitize_gemm.py --plant out-of-bounds
     compute-sanitizer --tool racecheck python scripts/sanitize_gemm.py --plant race
 """
@@ -65,7 +65,14 @@ def launch_plan() -> list[tuple[str, dict | None, int | None]]:
     return plan
 
 
-def run_all() -> None:
+def operand_specs(shard: int = 0, shards: int = 1) -> list[tuple[int, int, int, int, int]]:
+    """(M, N, K, A's offset, B's offset) of every SHAPES and VIEWS case in this shard: every
+    shards-th case from the shard-th, so shards 0..shards-1 together run each case once."""
+    specs = [(m, n, k, 0, 0) for m, n, k in SHAPES] + list(VIEWS)
+    return specs[shard::shards]
+
+
+def run_all(shard: int = 0, shards: int = 1) -> None:
     import cupy
 
     from gemm import matmul
@@ -78,8 +85,8 @@ def run_all() -> None:
             rows, cols
         )
 
-    operands = [(view(m, k, 0), view(k, n, 0)) for m, n, k in SHAPES]
-    operands += [(view(m, k, a_off), view(k, n, b_off)) for m, n, k, a_off, b_off in VIEWS]
+    specs = operand_specs(shard, shards)
+    operands = [(view(m, k, a_off), view(k, n, b_off)) for m, n, k, a_off, b_off in specs]
     for a, b in operands:
         (m, k), n = a.shape, b.shape[1]
         for name, config, splits in plan:
@@ -142,14 +149,35 @@ def main() -> int:
     parser.add_argument(
         "--plant", choices=["out-of-bounds", "race"], help="run a planted bug instead"
     )
+    parser.add_argument(
+        "--shard",
+        type=shard_of,
+        default=(0, 1),
+        metavar="I/N",
+        help="run only the I-th of N interleaved shares of the shapes (0 <= I < N)",
+    )
     args = parser.parse_args()
     import cupy
 
     # Each allocation its own cudaMalloc: with CuPy's pool on, an access past the end of an array
     # usually lands inside the pool's larger chunk and memcheck cannot see it.
     cupy.cuda.set_allocator(None)
-    {"out-of-bounds": plant_out_of_bounds, "race": plant_race, None: run_all}[args.plant]()
+    if args.plant is None:
+        run_all(*args.shard)
+    else:
+        {"out-of-bounds": plant_out_of_bounds, "race": plant_race}[args.plant]()
     return 0
+
+
+def shard_of(text: str) -> tuple[int, int]:
+    """ "I/N" as (I, N), for argparse: a bad one is a usage error, exit 2."""
+    try:
+        shard, shards = (int(part) for part in text.split("/"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not I/N") from None
+    if not 0 <= shard < shards:
+        raise argparse.ArgumentTypeError(f"{text!r}: I must be at least 0 and less than N")
+    return shard, shards
 
 
 if __name__ == "__main__":

@@ -324,30 +324,3 @@ class TestTable:
             off = dispatch.choose(COARSENED, *shape, H200, use_table=False)
             assert off == heuristic(COARSENED, *shape, 132)
             assert dispatch.choose(COARSENED, *shape, H200).source == "table"
-
-
-def test_sanitizer_covers_every_choice():
-    """scripts/sanitize_gemm.py launches every registered configuration, split and unsplit, every
-    split count the tuning table names, and the dispatch's own choice."""
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).parents[1] / "scripts" / "sanitize_gemm.py"
-    spec = importlib.util.spec_from_file_location("sanitize_gemm", path)
-    sanitize = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(sanitize)
-    plan = sanitize.launch_plan()
-    launched = {(name, config_name(c) if c else None, s) for name, c, s in plan}
-    for variant in VARIANTS.values():
-        if variant.is_library:
-            assert (variant.name, None, None) in launched
-            continue
-        for config in variant.configs:
-            assert (variant.name, config_name(config), 1) in launched
-            if variant.split_k:
-                assert {(variant.name, config_name(config), s) for s in (2, 3)} <= launched
-        if variant.dispatch:
-            assert (variant.name, None, None) in launched
-        for entry in TABLES.values():
-            for config, splits in entry.get(variant.name, {}).values():
-                assert (variant.name, config, splits) in launched

@@ -1,0 +1,147 @@
+"""scripts/sanitize.sh and scripts/sanitize_gemm.py without a GPU: what is launched, how the
+shapes are sharded, and the verdicts drawn from compute-sanitizer's exits and reports."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from gemm import VARIANTS
+from gemm.dispatch_table import TABLES
+from gemm.variants import config_name
+
+ROOT = Path(__file__).resolve().parents[1]
+_spec = importlib.util.spec_from_file_location(
+    "sanitize_gemm", ROOT / "scripts" / "sanitize_gemm.py"
+)
+sanitize_gemm = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(sanitize_gemm)
+
+# A stand-in for compute-sanitizer, following its documented command line and output: `--tool
+# NAME --error-exitcode N PROGRAM ARGS...`; a report ending in "ERROR SUMMARY: n errors"
+# (memcheck) or "RACECHECK SUMMARY: n hazards displayed" (racecheck); exit N when it found an
+# error, else the program's exit. It records its arguments instead of running the program, takes
+# a second, finds the planted bugs, and finds errors in the shard named by FAKE_DIRTY_SHARD.
+FAKE_SANITIZER = r"""#!/usr/bin/env bash
+tool=$2; code=$4; shift 4
+echo "$tool $*" >>"$FAKE_CALLS"
+sleep 1
+errors=0
+case "$*" in
+  *"--plant out-of-bounds"*) echo "========= Invalid __global__ write of size 4 bytes"; errors=1 ;;
+  *"--plant race"*) echo "========= Error: Race reported between Write access and Read access"; errors=1 ;;
+  *"--shard ${FAKE_DIRTY_SHARD:-none}"*) errors=1 ;;
+esac
+if [[ $tool == racecheck ]]; then
+  echo "========= RACECHECK SUMMARY: $errors hazards displayed ($errors errors, 0 warnings)"
+else
+  echo "========= ERROR SUMMARY: $errors errors"
+fi
+[[ $errors -eq 0 ]] || exit "$code"
+"""
+
+
+def run_sanitize(
+    tmp_path: Path, **env: str
+) -> tuple[subprocess.CompletedProcess, list[str], float]:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "compute-sanitizer"
+    fake.write_text(FAKE_SANITIZER)
+    fake.chmod(0o755)
+    calls = tmp_path / "calls.txt"
+    environ = {
+        **os.environ,
+        "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+        "FAKE_CALLS": str(calls),
+        **env,
+    }
+    started = time.monotonic()
+    proc = subprocess.run(
+        ["bash", "scripts/sanitize.sh", str(tmp_path / "logs")],
+        cwd=ROOT, capture_output=True, text=True, env=environ, timeout=60,
+    )  # fmt: skip
+    took = time.monotonic() - started
+    return proc, calls.read_text().splitlines() if calls.exists() else [], took
+
+
+def test_checks_run_side_by_side_in_shards(tmp_path):
+    """Each tool's sweep runs as SANITIZE_SHARDS processes, one per share of the shapes, beside
+    the two planted bugs, all at once; the verdicts print in a fixed order."""
+    proc, calls, took = run_sanitize(tmp_path, SANITIZE_SHARDS="3")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert sorted(calls) == sorted(
+        [f"{tool} python3 scripts/sanitize_gemm.py --shard {i}/3"
+         for tool in ("memcheck", "racecheck") for i in range(3)]
+        + ["memcheck python3 scripts/sanitize_gemm.py --plant out-of-bounds",
+           "racecheck python3 scripts/sanitize_gemm.py --plant race"]
+    )  # fmt: skip
+    verdicts = [line.split()[1] for line in proc.stdout.splitlines() if line.startswith("ok ")]
+    assert verdicts == [
+        *(f"memcheck-all-variants-{i}of3" for i in (1, 2, 3)),
+        *(f"racecheck-all-variants-{i}of3" for i in (1, 2, 3)),
+        "memcheck-planted-out-of-bounds",
+        "racecheck-planted-race",
+    ]
+    assert "compute-sanitizer: 8 checks, 0 failed" in proc.stdout
+    assert took < 6, f"eight one-second checks took {took:.1f} s: not side by side"
+
+
+def test_one_dirty_shard_fails_the_run(tmp_path):
+    proc, _, _ = run_sanitize(tmp_path, SANITIZE_SHARDS="2", FAKE_DIRTY_SHARD="1/2")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "FAIL  racecheck-all-variants-2of2 (racecheck, expected clean, rc=9" in proc.stdout
+    assert "FAIL  memcheck-all-variants-2of2 (memcheck, expected clean, rc=9" in proc.stdout
+    assert "compute-sanitizer: 6 checks, 2 failed" in proc.stdout
+
+
+@pytest.mark.parametrize("shards", ["0", "two", "-1"])
+def test_bad_shard_count_is_a_usage_error(tmp_path, shards):
+    proc, calls, _ = run_sanitize(tmp_path, SANITIZE_SHARDS=shards)
+    assert proc.returncode == 2 and not calls, proc.stdout + proc.stderr
+    assert len(proc.stderr.splitlines()) == 1 and "SANITIZE_SHARDS" in proc.stderr
+
+
+@pytest.mark.parametrize("shards", [1, 2, 4, 5])
+def test_shards_run_every_case_once(shards):
+    cases = sanitize_gemm.operand_specs()
+    shared = [spec for i in range(shards) for spec in sanitize_gemm.operand_specs(i, shards)]
+    assert sorted(shared) == sorted(cases) and len(cases) == len(sanitize_gemm.SHAPES) + len(
+        sanitize_gemm.VIEWS
+    )
+
+
+@pytest.mark.parametrize("shard", ["4/4", "1/0", "x/2", "-1/3"])
+def test_bad_shard_argument_is_a_usage_error(shard):
+    proc = subprocess.run(
+        [sys.executable, "scripts/sanitize_gemm.py", "--shard", shard],
+        cwd=ROOT, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr and "--shard" in proc.stderr
+
+
+def test_sanitizer_covers_every_choice():
+    """scripts/sanitize_gemm.py launches every registered configuration, split and unsplit, every
+    split count the tuning table names, and the dispatch's own choice."""
+    plan = sanitize_gemm.launch_plan()
+    launched = {(name, config_name(c) if c else None, s) for name, c, s in plan}
+    for variant in VARIANTS.values():
+        if variant.is_library:
+            assert (variant.name, None, None) in launched
+            continue
+        for config in variant.configs:
+            assert (variant.name, config_name(config), 1) in launched
+            if variant.split_k:
+                assert {(variant.name, config_name(config), s) for s in (2, 3)} <= launched
+        if variant.dispatch:
+            assert (variant.name, None, None) in launched
+        for entry in TABLES.values():
+            for config, splits in entry.get(variant.name, {}).values():
+                assert (variant.name, config, splits) in launched
