@@ -146,6 +146,13 @@ class TestHeuristic:
         assert heuristic(COARSENED, 512, 512, 32768, 132).splits > 1
         assert heuristic(COARSENED, 4096, 4096, 4096, 132).splits == 1
 
+    def test_split_count_fills_the_wave(self):
+        """Any count to 16, not only round ones: 26 tiles of 128×256 (3287×256) split 5 ways fill
+        130 of 132 multiprocessors; 4 ways would leave 28 idle."""
+        choice = heuristic(COARSENED, 3287, 256, 11288, 132)
+        assert COARSENED.tile(choice.config) == (128, 256), config_name(choice.config)
+        assert choice.splits == 5
+
     def test_split_counts_keep_slices_deep_and_whole(self):
         """The counts the rule may take: 1, and candidates with slices at least MIN_SLICE_K deep
         that the kernel runs as asked."""
