@@ -107,3 +107,16 @@ class TestEvidenceScript:
             "usage: lab/scripts/kernel-step-evidence.sh OUTDIR [BASE:HEAD:CASES ...]"
         )
         assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("argv", [[], ["only-one.json"], ["missing-a.json", "missing-b.json"]])
+def test_split_rules_usage(argv):
+    """lab/scripts/split_rules.py wants two tune files that exist: else one usage line, exit 2."""
+    proc = subprocess.run(
+        [sys.executable, "lab/scripts/split_rules.py", *argv],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.startswith("usage: ") and len(proc.stderr.splitlines()) == 1, proc.stderr
