@@ -6,14 +6,15 @@
 # Exit: 0 clean and both plants caught; 1 otherwise; 2 usage; 4 no compute-sanitizer on PATH.
 set -uo pipefail
 [[ $# -le 1 && ${1:-x} != -* && ${1-x} != "" ]] || { echo "usage: scripts/sanitize.sh [LOGDIR]" >&2; exit 2; }
+shards=${SANITIZE_SHARDS:-4}
+# At most 16: each process is a CUDA context of its own, and there are 17 shapes to share out.
+[[ $shards =~ ^([1-9]|1[0-6])$ ]] || { echo "SANITIZE_SHARDS must be a whole number from 1 to 16, not '$shards'" >&2; exit 2; }
 cd "$(dirname "$0")/.."
 logdir=${1:-sanitizer-logs}
 mkdir -p "$logdir"
+rm -f "$logdir"/*.result  # a verdict left by an earlier run must not stand in for a missing one
 python=${PYTHON:-python3}
 command -v compute-sanitizer >/dev/null || { echo "compute-sanitizer not found on PATH" >&2; exit 4; }
-
-shards=${SANITIZE_SHARDS:-4}
-[[ $shards =~ ^[1-9][0-9]*$ ]] || { echo "SANITIZE_SHARDS must be a positive whole number, not '$shards'" >&2; exit 2; }
 
 # expect: "clean" (exit 0, no errors) or "caught" (non-zero exit with an error report). Writes
 # its verdict line to LOGDIR/NAME.result, where one starting "ok" is a pass.

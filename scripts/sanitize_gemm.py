@@ -144,8 +144,15 @@ def plant_race() -> None:
     cupy.cuda.Device().synchronize()
 
 
+class _OneLineParser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line on stderr (exit 2), as everywhere in the project."""
+
+    def error(self, message: str):
+        self.exit(2, f"sanitize_gemm.py: {message}\n")
+
+
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = _OneLineParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "--plant", choices=["out-of-bounds", "race"], help="run a planted bug instead"
     )
@@ -170,7 +177,7 @@ def main() -> int:
 
 
 def shard_of(text: str) -> tuple[int, int]:
-    """ "I/N" as (I, N), for argparse: a bad one is a usage error, exit 2."""
+    """Parse I/N into (I, N) for argparse; a bad one is a usage error, exit 2."""
     try:
         shard, shards = (int(part) for part in text.split("/"))
     except ValueError:

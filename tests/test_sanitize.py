@@ -27,10 +27,12 @@ _spec.loader.exec_module(sanitize_gemm)
 # NAME --error-exitcode N PROGRAM ARGS...`; a report ending in "ERROR SUMMARY: n errors"
 # (memcheck) or "RACECHECK SUMMARY: n hazards displayed" (racecheck); exit N when it found an
 # error, else the program's exit. It records its arguments instead of running the program, takes
-# a second, finds the planted bugs, and finds errors in the shard named by FAKE_DIRTY_SHARD.
+# a second, finds the planted bugs, and finds errors in the shard named by FAKE_DIRTY_SHARD;
+# with FAKE_SILENT=out-of-bounds (or race) it kills the check that ran it: no verdict is written.
 FAKE_SANITIZER = r"""#!/usr/bin/env bash
 tool=$2; code=$4; shift 4
 echo "$tool $*" >>"$FAKE_CALLS"
+[[ -n ${FAKE_SILENT:-} && "$*" == *"--plant $FAKE_SILENT"* ]] && kill -9 $PPID
 sleep 1
 errors=0
 case "$*" in
@@ -60,6 +62,7 @@ def run_sanitize(
         **os.environ,
         "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
         "FAKE_CALLS": str(calls),
+        "PYTHON": "python3",
         **env,
     }
     started = time.monotonic()
@@ -90,7 +93,7 @@ def test_checks_run_side_by_side_in_shards(tmp_path):
         "racecheck-planted-race",
     ]
     assert "compute-sanitizer: 8 checks, 0 failed" in proc.stdout
-    assert took < 6, f"eight one-second checks took {took:.1f} s: not side by side"
+    assert took < 7, f"eight one-second checks took {took:.1f} s: not side by side"
 
 
 def test_one_dirty_shard_fails_the_run(tmp_path):
@@ -101,11 +104,24 @@ def test_one_dirty_shard_fails_the_run(tmp_path):
     assert "compute-sanitizer: 6 checks, 2 failed" in proc.stdout
 
 
-@pytest.mark.parametrize("shards", ["0", "two", "-1"])
+@pytest.mark.parametrize("shards", ["0", "two", "-1", "17", "05"])
 def test_bad_shard_count_is_a_usage_error(tmp_path, shards):
+    """Checked first: exit 2 and one line, whether or not compute-sanitizer is installed, and no
+    log folder made."""
     proc, calls, _ = run_sanitize(tmp_path, SANITIZE_SHARDS=shards)
     assert proc.returncode == 2 and not calls, proc.stdout + proc.stderr
     assert len(proc.stderr.splitlines()) == 1 and "SANITIZE_SHARDS" in proc.stderr
+    assert not (tmp_path / "logs").exists()
+
+
+def test_verdicts_of_an_earlier_run_are_not_read(tmp_path):
+    """A check that leaves no verdict fails, even where an earlier run's "ok" lies in LOGDIR."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "memcheck-planted-out-of-bounds.result").write_text("ok    stale\n")
+    proc, _, _ = run_sanitize(tmp_path, SANITIZE_SHARDS="1", FAKE_SILENT="out-of-bounds")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "FAIL  memcheck-planted-out-of-bounds: no verdict" in proc.stdout
 
 
 @pytest.mark.parametrize("shards", [1, 2, 4, 5])
@@ -117,14 +133,16 @@ def test_shards_run_every_case_once(shards):
     )
 
 
-@pytest.mark.parametrize("shard", ["4/4", "1/0", "x/2", "-1/3"])
-def test_bad_shard_argument_is_a_usage_error(shard):
+@pytest.mark.parametrize(
+    "argv", [["--shard", "4/4"], ["--shard", "1/0"], ["--shard", "x/2"], ["--shard=-1/3"]]
+)
+def test_bad_shard_argument_is_a_usage_error(argv):
     proc = subprocess.run(
-        [sys.executable, "scripts/sanitize_gemm.py", "--shard", shard],
+        [sys.executable, "scripts/sanitize_gemm.py", *argv],
         cwd=ROOT, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert proc.returncode == 2, proc.stdout + proc.stderr
-    assert "Traceback" not in proc.stderr and "--shard" in proc.stderr
+    assert len(proc.stderr.splitlines()) == 1 and "--shard" in proc.stderr, proc.stderr
 
 
 def test_sanitizer_covers_every_choice():
