@@ -62,9 +62,20 @@ def main(argv: list[str]) -> int:
         widths: {name: rates[i] for name, rates in fit_heuristic.CURRENT.items()}
         for i, widths in enumerate(fit_heuristic.WIDTHS)
     }
+    shipped = dispatch.SPLIT_CANDIDATES, dispatch.worth_splitting
     for rule, (counts, limits) in RULES.items():
         dispatch.SPLIT_CANDIDATES, dispatch.worth_splitting = counts, limits
-        train, held = (fit_heuristic.load(Path(p)) for p in argv)
+        try:
+            train, held = (fit_heuristic.load(Path(p)) for p in argv)
+        except (OSError, EOFError, ValueError, KeyError, TypeError) as error:
+            print(f"split_rules.py: cannot read a tune file: {error}", file=sys.stderr)
+            return 2
+        if not all(any(min(d[0]) >= 256 for d in data) for data in (train, held)):
+            print(
+                "split_rules.py: a tune file has no right shape with every dimension ≥ 256",
+                file=sys.stderr,
+            )
+            return 2
         refitted = fit_heuristic.fit_all(train)
         for label, data in (("training", train), ("held out", held)):
             data = [d for d in data if min(d[0]) >= 256]
@@ -79,7 +90,7 @@ def main(argv: list[str]) -> int:
                 f"{rule:9s} {label:9s} refitted rates {summary(fit_heuristic.chosen(data, refitted))}"
             )
             print(f"{rule:9s} {label:9s} best candidate {summary(best)}")
-    dispatch.SPLIT_CANDIDATES, dispatch.worth_splitting = RULES["all16"]
+    dispatch.SPLIT_CANDIDATES, dispatch.worth_splitting = shipped
     return 0
 
 

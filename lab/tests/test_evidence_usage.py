@@ -120,3 +120,16 @@ def test_split_rules_usage(argv):
     )
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.startswith("usage: ") and len(proc.stderr.splitlines()) == 1, proc.stderr
+
+
+@pytest.mark.parametrize("text", ['{"x":', '[{"m": 1}]', "[]"])
+def test_split_rules_bad_tune_file(tmp_path, text):
+    """A tune file it cannot read, or with no right shape to judge, is one line and exit 2."""
+    path = tmp_path / "tune.json"
+    path.write_text(text)
+    proc = subprocess.run(
+        [sys.executable, "lab/scripts/split_rules.py", str(path), str(path)],
+        cwd=ROOT, capture_output=True, text=True,
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.startswith("split_rules.py: ") and len(proc.stderr.splitlines()) == 1
