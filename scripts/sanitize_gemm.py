@@ -17,6 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from gemm import VARIANTS  # noqa: E402
 from gemm.dispatch_table import TABLES  # noqa: E402
+from gemmbench.cli import OneLineErrorParser  # noqa: E402
 
 # K-split counts run for every configuration of a split-K variant, besides 1 and the tuning
 # table's own: an even and an odd count (the odd one leaves a short last slice on most shapes).
@@ -144,15 +145,10 @@ def plant_race() -> None:
     cupy.cuda.Device().synchronize()
 
 
-class _OneLineParser(argparse.ArgumentParser):
-    """argparse, but a usage error is one line on stderr (exit 2), as everywhere in the project."""
-
-    def error(self, message: str):
-        self.exit(2, f"sanitize_gemm.py: {message}\n")
-
-
 def main() -> int:
-    parser = _OneLineParser(description=__doc__.splitlines()[0])
+    parser = OneLineErrorParser(
+        prog="scripts/sanitize_gemm.py", description=__doc__.splitlines()[0]
+    )
     parser.add_argument(
         "--plant", choices=["out-of-bounds", "race"], help="run a planted bug instead"
     )
