@@ -12,7 +12,6 @@ every count to 16 with the wave limits counted in resident blocks rather than mu
 from __future__ import annotations
 
 import math
-import statistics
 import sys
 from pathlib import Path
 
@@ -22,7 +21,6 @@ import fit_heuristic  # noqa: E402
 
 from gemm import dispatch  # noqa: E402
 from gemm.variants import config_name  # noqa: E402
-from gemmbench.sweep import percentile  # noqa: E402
 
 PLAIN_LIMITS = dispatch.worth_splitting
 
@@ -46,12 +44,9 @@ RULES = {
 
 
 def summary(values: list[float]) -> str:
-    values = sorted(values)
+    """fit_heuristic's summary, and the geometric mean."""
     geomean = math.exp(sum(map(math.log, values)) / len(values))
-    return (
-        f"n {len(values):3d}  min {values[0]:.3f}  p10 {percentile(values, 10):.3f}  "
-        f"median {statistics.median(values):.3f}  geomean {geomean:.3f}"
-    )
+    return f"{fit_heuristic.summary(values)}, geomean {geomean:.3f}"
 
 
 def main(argv: list[str]) -> int:
