@@ -34,7 +34,7 @@ SPLIT_BYTES_PER_S = 3e12  # the sum pass reads each slice and writes C once
 # K is split into at most MAX_SPLITS slices (any count: 26 tiles in 5 fill 130 of 132 SMs, in 4
 # leave 28 idle), each at least MIN_SLICE_K deep: a grid under one wave of tiles to at most
 # SMALL_GRID_SPLIT_WAVES waves of blocks, a larger one (deep K only) to MAX_SPLIT_WAVES.
-SPLIT_CANDIDATES = tuple(range(1, 17))
+SPLIT_CANDIDATES = tuple(range(1, 33))
 MIN_SLICE_K = 128
 MAX_SPLITS = SPLIT_CANDIDATES[-1]
 SMALL_GRID_SPLIT_WAVES = 2

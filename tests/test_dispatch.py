@@ -147,11 +147,13 @@ class TestHeuristic:
         assert heuristic(COARSENED, 4096, 4096, 4096, 132).splits == 1
 
     def test_split_count_fills_the_wave(self):
-        """Any count to 16, not only round ones: 26 tiles of 128×256 (3287×256) split 5 ways fill
+        """Any count to 32, not only round ones: 26 tiles of 128×256 (3287×256) split 5 ways fill
         130 of 132 multiprocessors; 4 ways would leave 28 idle."""
         choice = heuristic(COARSENED, 3287, 256, 11288, 132)
         assert COARSENED.tile(choice.config) == (128, 256), config_name(choice.config)
         assert choice.splits == 5
+        # Past 16: four 128×128 tiles of 256×256 with K = 65536 split 32 ways (128 blocks).
+        assert heuristic(COARSENED, 256, 256, 65536, 132).splits == 32
 
     def test_split_counts_keep_slices_deep_and_whole(self):
         """The counts the rule may take: 1, and candidates with slices at least MIN_SLICE_K deep
