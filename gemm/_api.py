@@ -206,17 +206,9 @@ def matmul(
     kernel = get_kernel(chosen, settings, entry)
     if count == 1 and chosen.row_chunks:
         for first, rows in _row_chunks(chosen, settings, m):
-            kernel(
-                _grid(chosen, settings, rows, n),
-                chosen.threads(settings),
-                (
-                    a[first : first + rows],
-                    b,
-                    out[first : first + rows],
-                    numpy.int32(rows),
-                    *dims[1:],
-                ),
-            )
+            part = slice(first, first + rows)
+            args = (a[part], b, out[part], numpy.int32(rows), *dims[1:])
+            kernel(_grid(chosen, settings, rows, n), chosen.threads(settings), args)
         return out
     grid = _grid(chosen, settings, m, n, count)
     if count == 1:

@@ -69,5 +69,4 @@ def get_kernel(variant: Variant, config: Config, name: str | None = None):
                 raise
             raise error from None
         _modules[key] = module
-    kernel = _kernels[(*key, name)] = module.get_function(name)
-    return kernel
+    return _kernels.setdefault((*key, name), module.get_function(name))

@@ -13,8 +13,7 @@ from .variants import VARIANTS, Config, Variant, config_name
 # time from its tiles of C, how they fill waves of (multiprocessors × resident blocks), and the K
 # a block walks. Each configuration's rate relative to the best, per widths of A's and B's loads
 # (load_widths, LOAD_WIDTHS), is fitted to random shapes tuned on the H200; one without gets (tile
-# area / 128·256) ** TILE_EFFICIENCY_EXPONENT. Split-K adds a launch and a pass over the
-# workspace, weighed under one wave of tiles, or where K is deep (``worth_splitting``).
+# area / 128·256) ** TILE_EFFICIENCY_EXPONENT. Split-K: see ``worth_splitting``.
 LOAD_WIDTHS = ((4, 4), (1, 4), (1, 1))
 LOAD_WIDTH_RATES = {
     "BM128-BN256-BK8-WM64-WN64-TM8-TN16-MIN_BLOCKS1-PREFETCH1-UNROLL2": (1.0, 0.573, 0.589),
@@ -25,6 +24,8 @@ LOAD_WIDTH_RATES = {
     "BM128-BN64-BK16-WM32-WN64-TM8-TN8-MIN_BLOCKS3-PREFETCH1-UNROLL1": (0.93, 0.922, 0.95),
     "BM64-BN128-BK8-WM16-WN128-TM8-TN8-MIN_BLOCKS2-PREFETCH0-UNROLL1": (0.809, 0.763, 0.863),
     "BM64-BN64-BK16-WM8-WN64-TM4-TN4-MIN_BLOCKS2-PREFETCH0-UNROLL1": (0.547, 0.465, 0.574),
+    "BM96-BN192-BK8-WM48-WN64-TM12-TN8-MIN_BLOCKS2-PREFETCH1-UNROLL1": (0.92, 0.94, 0.98),
+    "BM192-BN96-BK8-WM96-WN32-TM12-TN8-MIN_BLOCKS2-PREFETCH1-UNROLL1": (0.86, 0.78, 0.4),
 }
 TILE_EFFICIENCY_EXPONENT = 0.05
 REFERENCE_TILE_AREA = 128 * 256

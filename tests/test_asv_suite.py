@@ -342,7 +342,7 @@ class TestTables:
             assert label == f"{m}x{n}x{k}"
 
     def test_the_shapes_users_hit(self):
-        """Square 1024/2048/4096, tall-skinny, K much larger, and one past a tile."""
+        """Square 1024/2048/4096, tall-skinny, K much larger, and a part-filled last tile in every tiling."""
         shapes = list(common.SHAPES.values())
         assert {m for m, n, k in shapes if m == n == k} >= {1024, 2048, 4096}
         assert any(m >= 64 * n for m, n, k in shapes)
@@ -354,7 +354,7 @@ class TestTables:
             for key in c
             if key in ("BM", "BN", "TILE", "BLOCK_X")
         }
-        assert any(all(s[0] % t == 1 for t in tiles) for s in shapes)
+        assert any(all(s[0] % t for t in tiles) for s in shapes)
 
     def test_harness_comes_from_the_checkout(self):
         """The timing code is this checkout's file, whichever gemm is installed."""
