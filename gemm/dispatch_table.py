@@ -7,7 +7,7 @@ TABLES = {
     "NVIDIA H200": {
         "sm_count": 132,
         "compute_capability": "90",
-        "tuned": "2026-12-01 at 3987991 and e3b1b9d (64-shape grid), re-checked against the heuristic 2026-12-02 at 1974416",
+        "tuned": "2026-12-01 at 3987991 and e3b1b9d (64-shape grid), re-checked against the heuristic 2026-12-02 at 3c9a3e2",
         "coarsened": {
             "2048x5120x1280": ("BM128-BN128-BK8-WM32-WN64-TM8-TN8-MIN_BLOCKS2-PREFETCH1-UNROLL1", 1),
             "2356x2340x1912": ("BM128-BN128-BK8-WM32-WN64-TM8-TN8-MIN_BLOCKS2-PREFETCH1-UNROLL1", 1),
