@@ -100,7 +100,7 @@ def _entry_point(
     if variant.template_entry and dispatch.load_widths(n, k, aligned) != (4, 4):
         if n % 4 == 0 and b_aligned:
             return variant.b_aligned_kernel_name
-        if variant.unaligned_entry(config):
+        if variant.unaligned_entry(config, depth):
             staged = depth <= variant.staged_depth
             return variant.staged_kernel_name if staged else variant.unaligned_kernel_name
     return variant.kernel_name

@@ -162,7 +162,7 @@ def expected_entry(config, rows_off: str | None, depth: int = 0) -> str:
     coarsened = VARIANTS["coarsened"]
     if rows_off == "A":
         return coarsened.b_aligned_kernel_name
-    if rows_off == "B" and coarsened.unaligned_entry(config):
+    if rows_off == "B" and coarsened.unaligned_entry(config, depth):
         staged = depth <= coarsened.staged_depth
         return coarsened.staged_kernel_name if staged else coarsened.unaligned_kernel_name
     return coarsened.kernel_name

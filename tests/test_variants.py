@@ -29,7 +29,7 @@ class TestRegistry:
                 assert re.search(rf"template __global__ void {re.escape(name)}\s*\(", text), name
         else:
             assert re.search(rf'extern "C" __global__[^;{{]*\b{variant.kernel_name}\s*\(', text)
-        routed = any(variant.unaligned_entry(c) for c in variant.configs)
+        routed = any(variant.unaligned_entry(c, 1) for c in variant.configs)
         assert not routed or variant.template_entry, "unaligned_entry needs a template entry point"
 
     @pytest.mark.parametrize("variant", [v for v in VARIANTS.values() if not v.is_library], ids=str)
@@ -284,25 +284,28 @@ class TestEntryPoint:
         from gemm._api import _entry_point
 
         coarsened = VARIANTS["coarsened"]
-        routed = entry != "unaligned_kernel_name" or coarsened.unaligned_entry(config)
+        routed = entry != "unaligned_kernel_name" or coarsened.unaligned_entry(config, 4096)
         expected = getattr(coarsened, entry if routed else "kernel_name")
         assert _entry_point(coarsened, config, n, k, aligned, b_aligned, 4096) == expected
 
     @pytest.mark.parametrize("config", VARIANTS["coarsened"].configs, ids=config_name)
     def test_shallow_slices_take_the_staged_entry(self, config):
         """Where the unaligned entry point is taken, slices at most ``staged_depth`` deep take its
-        instance that writes C through shared memory; deeper ones, and A's rows alone, do not."""
+        instance that writes C through shared memory; deeper ones, and A's rows alone, do not. A
+        configuration that takes the entry at some depth takes it at every shallower one."""
         from gemm._api import _entry_point
 
         coarsened = VARIANTS["coarsened"]
-        depth = coarsened.staged_depth
-        staged = _entry_point(coarsened, config, 130, 130, True, True, depth)
-        deep = _entry_point(coarsened, config, 130, 130, True, True, depth + 1)
-        a_alone = _entry_point(coarsened, config, 132, 130, True, True, depth)
-        if coarsened.unaligned_entry(config):
-            assert (staged, deep) == (coarsened.staged_kernel_name, coarsened.unaligned_kernel_name)
-        else:
-            assert staged == deep == coarsened.kernel_name
+        limit = coarsened.staged_depth
+        for depth in (1, 256, limit, limit + 1, 1 << 20):
+            entry = _entry_point(coarsened, config, 130, 130, True, True, depth)
+            if not coarsened.unaligned_entry(config, depth):
+                assert entry == coarsened.kernel_name
+                continue
+            staged = depth <= limit
+            assert entry == getattr(coarsened, f"{'staged' if staged else 'unaligned'}_kernel_name")
+            assert coarsened.unaligned_entry(config, 1)
+        a_alone = _entry_point(coarsened, config, 132, 130, True, True, limit)
         assert a_alone == coarsened.b_aligned_kernel_name
 
     @pytest.mark.parametrize("name", ["naive", "tiled"])

@@ -27,6 +27,7 @@ from gemm.variants import config_name  # noqa: E402
 from gemmbench.sweep import in_distribution, percentile, unaligned  # noqa: E402
 
 NAMES = ("grid", "random7", "random11", "random13")
+K_DEEP = 2**31 - 1  # the routing of deep K-slices (96x192 takes the entry for shallow ones only)
 DATA = Path(__file__).resolve().parents[1] / "data"
 
 
@@ -51,7 +52,7 @@ def main(argv: list[str]) -> int:
         return 2
     old_commit, new_commit, names = argv[0], argv[1], argv[2:] or NAMES
     coarsened = get_variant("coarsened")
-    takes_entry = {config_name(c): coarsened.unaligned_entry(c) for c in coarsened.configs}
+    takes_entry = {config_name(c): coarsened.unaligned_entry(c, K_DEEP) for c in coarsened.configs}
     by_config = defaultdict(list)
     for name in names:
         old = ratios(DATA / f"heldout-{name}-{old_commit}.json")
