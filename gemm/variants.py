@@ -284,7 +284,7 @@ VARIANTS: Mapping[str, Variant] = MappingProxyType(
             constraints=_COARSENED_CONSTRAINTS,
             shared_bytes=_coarsened_shared_bytes,
             split_k=True,
-            # 96x192 tiles lost 2-4% on it, but gained 1.4-8.1% at slices 203-390 deep (staged).
+            # 96x192 tiles gained 0.9-8.1% on it at slices 203-390 deep (staged), lost to 4% past 490.
             unaligned_entry=lambda c, depth: c["BM"] >= 128 or c["BN"] <= 128 or depth <= 448,
             template_entry=True,
             staged_depth=1024,  # shallower slices write C faster through shared memory

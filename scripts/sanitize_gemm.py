@@ -32,7 +32,7 @@ SHAPES = [
     (33, 33, 33),
     (129, 129, 129),
     (129, 33, 257),
-    (129, 33, 1029),  # N unaligned, K past coarsened's staged_depth: its unaligned entry itself
+    (129, 33, 1029),  # N unaligned, K past coarsened's staged_depth: unstaged entry or fallback
     (128, 132, 130),
     (132, 128, 132),
     (4099, 3, 17),

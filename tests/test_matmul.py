@@ -7,7 +7,7 @@ import pytest
 from gpu_check import gpu_unavailable_reason
 
 import gemm
-from gemm import VARIANTS, matmul
+from gemm import VARIANTS, dispatch, matmul
 from gemm.variants import config_name
 from gemmbench.measure import error_bound
 from gemmbench.measure import relative_error_to as relative_error
@@ -187,7 +187,8 @@ def test_unaligned_operands(config, m, n, k, a_offset, b_offset, splits, rows_of
     a, b = view(m, k, a_offset), view(k, n, b_offset)
     c = matmul(a, b, variant="coarsened", config=dict(config), splits=splits, out=poisoned(m, n))
     check(c, a, b)
-    assert launched[0] == expected_entry(config, rows_off, -(-k // splits))
+    depth = -(-k // dispatch.effective_splits(VARIANTS["coarsened"], config, k, splits))
+    assert launched[0] == expected_entry(config, rows_off, depth)
 
 
 @gpu

@@ -92,9 +92,9 @@ gemm_coarsened(const float* __restrict__ A, const float* __restrict__ B, float* 
     const int tid = threadIdx.x;
     const int row0 = blockIdx.y * BM, col0 = blockIdx.x * BN;
 
-    // <true> checks again and takes the one-float path itself where it must (96x192 tiles do,
-    // gemm/variants.py). The branch also keeps the compiler from sinking its loads (see
-    // next_step); without it, tiles narrower than 256 columns ran 17-29% slower on an H200.
+    // <true> checks again and takes the one-float path itself where it must (96x192 tiles past
+    // shallow slices, gemm/variants.py). The branch also keeps the compiler from sinking its loads
+    // (see next_step); without it, tiles narrower than 256 columns ran 17-29% slower on an H200.
     const bool vec = ALIGNED && (lda % 4 == 0) && (N % 4 == 0) &&
                      ((reinterpret_cast<size_t>(A) | reinterpret_cast<size_t>(B) |
                        reinterpret_cast<size_t>(C)) % 16 == 0);

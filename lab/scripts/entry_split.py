@@ -8,8 +8,9 @@ random7 random11 random13). For every shape with N or K not a multiple of 4 and 
 prints new ÷ old of coarsened ÷ cuBLAS (table on), grouped by the configuration the new run chose.
 Then, per NAME, the distribution (min, 10th percentile, median) of the old run, the new run, and
 an estimate that takes the new ratio for unaligned shapes whose configuration launches the
-unaligned entry point in today's registry, and the old one for the rest. The estimate mixes two
-runs, so it is only as good as their agreement on the aligned shapes, which it prints.
+unaligned entry point in today's registry at the shape's slice depth, and the old one for the
+rest. The estimate mixes two runs, so it is only as good as their agreement on the aligned
+shapes, which it prints.
 """
 
 from __future__ import annotations
@@ -27,15 +28,18 @@ from gemm.variants import config_name  # noqa: E402
 from gemmbench.sweep import in_distribution, percentile, unaligned  # noqa: E402
 
 NAMES = ("grid", "random7", "random11", "random13")
-K_DEEP = 2**31 - 1  # the routing of deep K-slices (96x192 takes the entry for shallow ones only)
 DATA = Path(__file__).resolve().parents[1] / "data"
 
 
-def ratios(path: Path) -> dict[tuple[int, ...], tuple[float, str]]:
-    """Shape -> (coarsened ÷ cuBLAS with the table, configuration name) of one sweep."""
+def ratios(path: Path) -> dict[tuple[int, ...], tuple[float, str, int]]:
+    """Shape -> (coarsened ÷ cuBLAS with the table, configuration name, splits) of one sweep."""
     records = json.loads(path.read_text(encoding="utf-8"))["records"]
     return {
-        tuple(r["dims"]): (r["ratio"], r["choice"].split(" ×")[0])
+        tuple(r["dims"]): (
+            r["ratio"],
+            r["choice"].split(" ×")[0],
+            int(r["choice"].split("× ")[1].split(" ")[0]),
+        )
         for r in records
         if r["variant"] == "coarsened" and r["dispatch"] == "table"
     }
@@ -52,7 +56,8 @@ def main(argv: list[str]) -> int:
         return 2
     old_commit, new_commit, names = argv[0], argv[1], argv[2:] or NAMES
     coarsened = get_variant("coarsened")
-    takes_entry = {config_name(c): coarsened.unaligned_entry(c, K_DEEP) for c in coarsened.configs}
+    by_name = {config_name(c): c for c in coarsened.configs}
+    deep = {name: coarsened.unaligned_entry(c, 2**31 - 1) for name, c in by_name.items()}
     by_config = defaultdict(list)
     for name in names:
         old = ratios(DATA / f"heldout-{name}-{old_commit}.json")
@@ -61,12 +66,12 @@ def main(argv: list[str]) -> int:
         aligned = [new[s][0] / old[s][0] for s in shapes if not unaligned(s)]
         estimate = []
         for shape in shapes:
-            ratio, config = new[shape]
+            ratio, config, splits = new[shape]
             if unaligned(shape):
                 by_config[config].append((ratio / old[shape][0], shape))
-                if config not in takes_entry:
+                if config not in by_name:
                     raise SystemExit(f"entry_split: {config} is not a registered configuration")
-                if not takes_entry[config]:
+                if not coarsened.unaligned_entry(by_name[config], -(-shape[2] // splits)):
                     ratio = old[shape][0]
             estimate.append(ratio)
         print(
@@ -80,7 +85,9 @@ def main(argv: list[str]) -> int:
     for config, rows in sorted(by_config.items()):
         rows.sort()
         worst = ", ".join(f"{'x'.join(map(str, s))} {r:.3f}" for r, s in rows[:2])
-        entry = "unaligned entry" if takes_entry[config] else "aligned entry's fallback"
+        shallow = coarsened.unaligned_entry(by_name[config], 1)
+        entry = "unaligned entry" if deep[config] else "aligned entry's fallback"
+        entry += "" if deep[config] == shallow else " past shallow slices"
         print(
             f"  {config} ({entry} today): {len(rows)} shapes, median "
             f"{statistics.median(r for r, _ in rows):.3f}, range {rows[0][0]:.3f}–{rows[-1][0]:.3f}"
