@@ -51,11 +51,11 @@ class Variant:
     configuration launches ``b_aligned_kernel_name`` where only A's rows do not all start on
     16-byte boundaries, and ``unaligned_entry(config, depth)`` says whether, for K-slices ``depth``
     deep, it launches ``unaligned_kernel_name`` where B's or C's do not (otherwise the aligned
-    instance takes them too), or ``staged_kernel_name`` for slices at most ``staged_depth`` deep. ``dispatch``:
-    with no explicit configuration, ``gemm.dispatch`` picks one (and a split count) per shape and
-    GPU; ``resident_blocks``: the blocks of a configuration a multiprocessor holds at once (the
-    dispatch's model of waves). ``switches`` names the constants that turn a kernel feature off (0)
-    or on (1); every other constant is a size and must be positive.
+    instance takes them too), or ``staged_kernel_name`` for slices at most ``staged_depth`` deep.
+    ``dispatch``: with no explicit configuration, ``gemm.dispatch`` picks one (and a split count)
+    per shape and GPU; ``resident_blocks``: the blocks of a configuration a multiprocessor holds at
+    once (the dispatch's model of waves). ``switches`` names the constants that turn a kernel
+    feature off (0) or on (1); every other constant is a size and must be positive.
     """
 
     name: str
@@ -284,7 +284,7 @@ VARIANTS: Mapping[str, Variant] = MappingProxyType(
             constraints=_COARSENED_CONSTRAINTS,
             shared_bytes=_coarsened_shared_bytes,
             split_k=True,
-            # 96x192 tiles gained 0.9-8.1% on it at slices 203-390 deep (staged), lost to 4% past 490.
+            # 96x192: 0.9-8.1% faster on it at slices 203-390 deep (staged), to 4% slower past 490
             unaligned_entry=lambda c, depth: c["BM"] >= 128 or c["BN"] <= 128 or depth <= 448,
             template_entry=True,
             staged_depth=1024,  # shallower slices write C faster through shared memory
