@@ -92,17 +92,19 @@ def _on_16_byte_boundaries(*arrays) -> bool:
 
 
 def _entry_point(
-    variant, config, n: int, k: int, aligned: bool, b_aligned: bool, depth: int
+    variant, config, n: int, k: int, a_aligned: bool, b_aligned: bool, depth: int
 ) -> str:
-    """The kernel to launch where a row starts off a 16-byte boundary (``aligned``: every operand
-    the kernel touches starts on one; ``b_aligned``: B and C do): A's rows' entry point where N is
-    a multiple of 4, else the configuration's unaligned one (for slices of K ``depth`` deep)."""
-    if variant.template_entry and dispatch.load_widths(n, k, aligned) != (4, 4):
+    """The kernel to launch where a row starts off a 16-byte boundary (``a_aligned``: A starts on
+    one; ``b_aligned``: B and C do): A's rows' entry point where N is a multiple of 4, else the
+    configuration's unaligned one (for slices of K ``depth`` deep), with A as float4 if it can."""
+    if variant.template_entry and dispatch.load_widths(n, k, a_aligned and b_aligned) != (4, 4):
         if n % 4 == 0 and b_aligned:
             return variant.b_aligned_kernel_name
         if variant.unaligned_entry(config, depth):
-            staged = depth <= variant.staged_depth
-            return variant.staged_kernel_name if staged else variant.unaligned_kernel_name
+            if depth <= variant.staged_depth:
+                return variant.staged_kernel_name
+            a_whole = k % 4 == 0 and a_aligned
+            return variant.a_aligned_kernel_name if a_whole else variant.unaligned_kernel_name
     return variant.kernel_name
 
 
@@ -201,8 +203,8 @@ def matmul(
     dims = (numpy.int32(m), numpy.int32(n), numpy.int32(k))
     # Split-K writes a fresh, aligned workspace instead of out.
     written = [out] if count == 1 else []
-    aligned, b_aligned = _on_16_byte_boundaries(a, b, *written), _on_16_byte_boundaries(b, *written)
-    entry = _entry_point(chosen, settings, n, k, aligned, b_aligned, -(-k // count))
+    a_aligned, b_aligned = _on_16_byte_boundaries(a), _on_16_byte_boundaries(b, *written)
+    entry = _entry_point(chosen, settings, n, k, a_aligned, b_aligned, -(-k // count))
     kernel = get_kernel(chosen, settings, entry)
     if count == 1 and chosen.row_chunks:
         for first, rows in _row_chunks(chosen, settings, m):

@@ -47,11 +47,12 @@ class Variant:
     (on row slices of A and C), so the kernel itself stays one element a thread. ``split_k``: the
     kernel splits K over gridDim.z into a workspace that its ``sum_kernel_name`` kernel adds up.
     ``template_entry``: the source's entry point is one ``template <bool ALIGNED, bool B_ALIGNED,
-    bool STAGED_C> __global__`` kernel ``gemm_<name>``, instantiated as ``entry_names``: every
-    configuration launches ``b_aligned_kernel_name`` where only A's rows do not all start on
-    16-byte boundaries, and ``unaligned_entry(config, depth)`` says whether, for K-slices ``depth``
-    deep, it launches ``unaligned_kernel_name`` where B's or C's do not (otherwise the aligned
-    instance takes them too), or ``staged_kernel_name`` for slices at most ``staged_depth`` deep.
+    bool STAGED_C, bool A_ALIGNED> __global__`` kernel ``gemm_<name>``, instantiated as
+    ``entry_names``: every configuration launches ``b_aligned_kernel_name`` where only A's rows do
+    not all start on 16-byte boundaries, and ``unaligned_entry(config, depth)`` says whether, for
+    K-slices ``depth`` deep, it launches ``unaligned_kernel_name`` where B's or C's do not
+    (``a_aligned_kernel_name`` where A's all do; otherwise the aligned instance takes them too),
+    or ``staged_kernel_name`` for slices at most ``staged_depth`` deep.
     ``dispatch``: with no explicit configuration, ``gemm.dispatch`` picks one (and a split count)
     per shape and GPU; ``resident_blocks``: the blocks of a configuration a multiprocessor holds at
     once (the dispatch's model of waves). ``switches`` names the constants that turn a kernel
@@ -89,6 +90,7 @@ class Variant:
         if not self.template_entry:
             return ()
         names = (self.kernel_name, self.unaligned_kernel_name, self.b_aligned_kernel_name)
+        names += (self.a_aligned_kernel_name,)
         return names + ((self.staged_kernel_name,) if self.staged_depth else ())
 
     @property
@@ -109,6 +111,11 @@ class Variant:
     def b_aligned_kernel_name(self) -> str:
         """The unaligned entry point for A's rows alone off 16-byte boundaries: B and C as float4."""
         return f"gemm_{self.name}<false, true>"
+
+    @property
+    def a_aligned_kernel_name(self) -> str:
+        """The unaligned entry point for B's or C's rows alone off 16-byte boundaries: A as float4."""
+        return f"gemm_{self.name}<false, false, false, true>"
 
     @property
     def staged_kernel_name(self) -> str:

@@ -699,6 +699,7 @@ def test_gate_shapes_reach_every_unaligned_path():
         coarsened.kernel_name,
         coarsened.unaligned_kernel_name,
         coarsened.b_aligned_kernel_name,
+        coarsened.a_aligned_kernel_name,
         coarsened.staged_kernel_name,
     }
 

@@ -132,6 +132,9 @@ UNALIGNED = [
     *[pytest.param(67, 132, 132, o, 0, 1, "A", id=f"A-offset-{o}") for o in (1, 2, 3)],
     *[pytest.param(67, 132, 132, 0, o, 1, "B", id=f"B-offset-{o}") for o in (1, 2, 3)],
     pytest.param(67, 257, 1030, 0, 0, 1, "B", id="N-deep-slice"),  # past staged_depth
+    pytest.param(67, 257, 1032, 0, 0, 1, "B", id="N-alone-deep-slice"),  # A's rows as float4
+    pytest.param(67, 257, 1032, 2, 0, 1, "B", id="N-alone-deep-A-offset"),  # but not these
+    pytest.param(97, 131, 2064, 0, 0, 2, "B", id="split-K-N-alone-deep"),
     pytest.param(97, 131, 1029, 0, 0, 3, "B", id="split-K-1-mod-4"),  # slices start mid-row
     pytest.param(97, 131, 2063, 0, 0, 2, "B", id="split-K-deep-slice"),  # past staged_depth
     pytest.param(97, 132, 1030, 3, 1, 2, "B", id="split-K-offsets"),
@@ -155,16 +158,18 @@ def launched(monkeypatch):
     return names
 
 
-def expected_entry(config, rows_off: str | None, depth: int = 0) -> str:
+def expected_entry(config, rows_off: str | None, depth: int = 0, a_whole: bool = False) -> str:
     """The instance of coarsened's template a launch must take: the aligned one (None), the one
     for A's rows alone ("A"), else the unaligned one where the configuration has it, staged for
-    slices of K ``depth`` deep or less."""
+    slices of K ``depth`` deep or less, and loading A as float4 deeper where ``a_whole`` (A's
+    rows all on 16-byte boundaries)."""
     coarsened = VARIANTS["coarsened"]
     if rows_off == "A":
         return coarsened.b_aligned_kernel_name
     if rows_off == "B" and coarsened.unaligned_entry(config, depth):
-        staged = depth <= coarsened.staged_depth
-        return coarsened.staged_kernel_name if staged else coarsened.unaligned_kernel_name
+        if depth <= coarsened.staged_depth:
+            return coarsened.staged_kernel_name
+        return coarsened.a_aligned_kernel_name if a_whole else coarsened.unaligned_kernel_name
     return coarsened.kernel_name
 
 
@@ -188,7 +193,7 @@ def test_unaligned_operands(config, m, n, k, a_offset, b_offset, splits, rows_of
     c = matmul(a, b, variant="coarsened", config=dict(config), splits=splits, out=poisoned(m, n))
     check(c, a, b)
     depth = -(-k // dispatch.effective_splits(VARIANTS["coarsened"], config, k, splits))
-    assert launched[0] == expected_entry(config, rows_off, depth)
+    assert launched[0] == expected_entry(config, rows_off, depth, k % 4 == 0 and not a_offset)
 
 
 @gpu

@@ -266,27 +266,31 @@ class TestEntryPoint:
 
     @pytest.mark.parametrize("config", VARIANTS["coarsened"].configs, ids=config_name)
     @pytest.mark.parametrize(
-        ("n", "k", "aligned", "b_aligned", "entry"),
+        ("n", "k", "a_aligned", "b_aligned", "entry"),
         [
             (132, 132, True, True, "kernel_name"),
-            (130, 132, True, True, "unaligned_kernel_name"),  # B's rows, and C's
+            (130, 132, True, True, "a_aligned_kernel_name"),  # B's rows, and C's, alone
+            (130, 132, False, True, "unaligned_kernel_name"),  # and A off a 16-byte boundary
             (132, 130, True, True, "b_aligned_kernel_name"),  # A's rows alone
             (132, 132, False, True, "b_aligned_kernel_name"),  # A off a 16-byte boundary
-            (132, 132, False, False, "unaligned_kernel_name"),  # B or C off one
+            (132, 132, True, False, "a_aligned_kernel_name"),  # B or C off one
+            (132, 132, False, False, "unaligned_kernel_name"),  # all three
             (130, 130, True, True, "unaligned_kernel_name"),
         ],
-        ids=["aligned", "N", "K", "A-offset", "B-offset", "N-K"],
+        ids=["aligned", "N", "N-A-offset", "K", "A-offset", "B-offset", "offsets", "N-K"],
     )
-    def test_by_rows_and_registry(self, config, n, k, aligned, b_aligned, entry):
+    def test_by_rows_and_registry(self, config, n, k, a_aligned, b_aligned, entry):
         """A's rows alone off 16-byte boundaries take their entry point in every configuration;
-        B's or C's take the unaligned entry where the registry gives the configuration one;
-        everything else takes the aligned entry (whose run-time check takes the rest)."""
+        B's or C's take an unaligned entry where the registry gives the configuration one (the
+        one that loads A as float4 where A's rows allow); everything else takes the aligned entry
+        (whose run-time check takes the rest)."""
         from gemm._api import _entry_point
 
         coarsened = VARIANTS["coarsened"]
-        routed = entry != "unaligned_kernel_name" or coarsened.unaligned_entry(config, 4096)
+        routed = entry in ("kernel_name", "b_aligned_kernel_name")
+        routed = routed or coarsened.unaligned_entry(config, 4096)
         expected = getattr(coarsened, entry if routed else "kernel_name")
-        assert _entry_point(coarsened, config, n, k, aligned, b_aligned, 4096) == expected
+        assert _entry_point(coarsened, config, n, k, a_aligned, b_aligned, 4096) == expected
 
     @pytest.mark.parametrize("config", VARIANTS["coarsened"].configs, ids=config_name)
     def test_shallow_slices_take_the_staged_entry(self, config):

@@ -69,7 +69,8 @@ static_assert(BM / TM % 4 == 0, "C leaves shared memory in whole rows");
 // <true>: float4 tiles where every row of A, B, C starts on a 16-byte boundary, as a run-time
 // check confirms, else one float at a time. <false>: one float at a time. <false, true>: A's so,
 // B's and C's as float4 (the caller checked). <false, false, true>: <false>, C staged (below).
-template <bool ALIGNED, bool B_ALIGNED = ALIGNED, bool STAGED_C = false>
+// <false, false, false, true>: <false>, but A's tiles as float4 (the caller checked A).
+template <bool ALIGNED, bool B_ALIGNED = ALIGNED, bool STAGED_C = false, bool A_ALIGNED = false>
 __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
 gemm_coarsened(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,
                int M, int N, int K)
@@ -99,6 +100,9 @@ gemm_coarsened(const float* __restrict__ A, const float* __restrict__ B, float* 
                      ((reinterpret_cast<size_t>(A) | reinterpret_cast<size_t>(B) |
                        reinterpret_cast<size_t>(C)) % 16 == 0);
     const bool vec_b = ALIGNED ? vec : B_ALIGNED;  // <false, true>: the caller checked B and C
+    // <false, false, false, true>: A as float4, but not in 12-row thread tiles: at their launch
+    // bounds' register cap they would spill.
+    const bool vec_a = ALIGNED ? vec : A_ALIGNED && TM != 12;
 
     float4 a_next[A_LOADS], b_next[B_LOADS];
 
@@ -109,7 +113,7 @@ gemm_coarsened(const float* __restrict__ A, const float* __restrict__ B, float* 
             const int f = tid + l * THREADS;
             const int r = row0 + f / (BK / 4), k = k0 + (f % (BK / 4)) * 4;
             const float* p = A + (size_t)r * lda + k;
-            if (vec) {
+            if (vec_a) {
                 a_next[l] = (r < M && k < K) ? *reinterpret_cast<const float4*>(p)
                                              : make_float4(0.f, 0.f, 0.f, 0.f);
             } else {
@@ -285,6 +289,8 @@ template __global__ void gemm_coarsened<false, true>(const float*, const float*,
                                                      int, int);
 template __global__ void gemm_coarsened<false, false, true>(const float*, const float*, float*,
                                                             int, int, int);
+template __global__ void gemm_coarsened<false, false, false, true>(const float*, const float*,
+                                                                   float*, int, int, int);
 
 // Split-K's second pass: C = sum over z of W[z], added in order z = 0, 1, ... for every element.
 extern "C" __global__ void gemm_coarsened_sum_splits(const float* __restrict__ W,

@@ -99,6 +99,7 @@ def _symbol(entry: str, functions: list[str]) -> str:
     full = (flags + flags[:1])[:2] + flags[2:] if len(flags) < 3 else flags
     spellings = ["".join(f"Lb{f}E" for f in flags), "".join(f"Lb{f}E" for f in full)]
     spellings.append(spellings[1] + "Lb0E")
+    spellings.append(spellings[-1] + "Lb0E")  # A_ALIGNED = false, since 2026-12-03
     found = [f for f in functions for s in spellings if re.match(rf"_Z\d+{name}I{s}E", f)]
     if not found:
         raise SystemExit(f"entry_sass: no instance {entry} in the cubin ({', '.join(functions)})")
