@@ -46,13 +46,11 @@ class Variant:
     row blocks than the grid's y limit, ``gemm.matmul`` launches the kernel once per chunk of rows
     (on row slices of A and C), so the kernel itself stays one element a thread. ``split_k``: the
     kernel splits K over gridDim.z into a workspace that its ``sum_kernel_name`` kernel adds up.
-    ``template_entry``: the source's entry point is one ``template <bool ALIGNED, bool B_ALIGNED,
-    bool STAGED_C, bool A_ALIGNED> __global__`` kernel ``gemm_<name>``, instantiated as
-    ``entry_names``: every configuration launches ``b_aligned_kernel_name`` where only A's rows do
-    not all start on 16-byte boundaries, and ``unaligned_entry(config, depth)`` says whether, for
-    K-slices ``depth`` deep, it launches ``unaligned_kernel_name`` where B's or C's do not
-    (``a_aligned_kernel_name`` where A's all do; otherwise the aligned instance takes them too),
-    or ``staged_kernel_name`` for slices at most ``staged_depth`` deep.
+    ``template_entry``: the source's entry point is one template kernel ``gemm_<name>``, whose
+    instances ``entry_names`` take rows off 16-byte boundaries: ``b_aligned_kernel_name`` A's
+    alone (every configuration); where ``unaligned_entry(config, depth)`` holds for K-slices
+    ``depth`` deep, ``unaligned_kernel_name`` B's or C's (``a_aligned_kernel_name`` with A's all
+    on them; ``staged_kernel_name`` slices at most ``staged_depth`` deep), else the aligned one.
     ``dispatch``: with no explicit configuration, ``gemm.dispatch`` picks one (and a split count)
     per shape and GPU; ``resident_blocks``: the blocks of a configuration a multiprocessor holds at
     once (the dispatch's model of waves). ``switches`` names the constants that turn a kernel
@@ -182,10 +180,6 @@ def _coarsened_threads(c: Config) -> tuple[int, int, int]:
     return ((c["BM"] // c["TM"]) * (c["BN"] // c["TN"]), 1, 1)
 
 
-def _coarsened_thread_count(c: Config) -> int:
-    return _coarsened_threads(c)[0]
-
-
 # The static_asserts of 03_coarsened.cu, in its order and words.
 _COARSENED_CONSTRAINTS = (
     Constraint(
@@ -199,11 +193,11 @@ _COARSENED_CONSTRAINTS = (
     Constraint("tiles are loaded as float4", lambda c: c["BK"] % 4 == 0 and c["BN"] % 4 == 0),
     Constraint(
         "the A tile splits evenly over the threads",
-        lambda c: (c["BM"] * c["BK"]) % (4 * _coarsened_thread_count(c)) == 0,
+        lambda c: (c["BM"] * c["BK"]) % (4 * _coarsened_threads(c)[0]) == 0,
     ),
     Constraint(
         "the B tile splits evenly over the threads",
-        lambda c: (c["BK"] * c["BN"]) % (4 * _coarsened_thread_count(c)) == 0,
+        lambda c: (c["BK"] * c["BN"]) % (4 * _coarsened_threads(c)[0]) == 0,
     ),
     Constraint(
         "the block tile splits evenly into warp tiles",

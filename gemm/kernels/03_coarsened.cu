@@ -66,10 +66,9 @@ static_assert(BM / TM % 4 == 0, "C leaves shared memory in whole rows");
 
 // Entry points of one template, compiled apart so no path changes another's registers (a function
 // inlined into kernels made <true> 8.5% slower; C staged in <false> cost its deep slices 4%).
-// <true>: float4 tiles where every row of A, B, C starts on a 16-byte boundary, as a run-time
-// check confirms, else one float at a time. <false>: one float at a time. <false, true>: A's so,
-// B's and C's as float4 (the caller checked). <false, false, true>: <false>, C staged (below).
-// <false, false, false, true>: <false>, but A's tiles as float4 (the caller checked A).
+// <true>: float4 tiles where a run-time check finds every row of A, B, C on a 16-byte boundary,
+// else one float at a time. <false>: one float at a time; <false, true>: B's and C's as float4,
+// <false, false, false, true>: A's (the caller checked); <false, false, true>: C staged (below).
 template <bool ALIGNED, bool B_ALIGNED = ALIGNED, bool STAGED_C = false, bool A_ALIGNED = false>
 __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
 gemm_coarsened(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,
@@ -100,9 +99,7 @@ gemm_coarsened(const float* __restrict__ A, const float* __restrict__ B, float* 
                      ((reinterpret_cast<size_t>(A) | reinterpret_cast<size_t>(B) |
                        reinterpret_cast<size_t>(C)) % 16 == 0);
     const bool vec_b = ALIGNED ? vec : B_ALIGNED;  // <false, true>: the caller checked B and C
-    // <false, false, false, true>: A as float4, but not in 12-row thread tiles: at their launch
-    // bounds' register cap they would spill.
-    const bool vec_a = ALIGNED ? vec : A_ALIGNED && TM != 12;
+    const bool vec_a = ALIGNED ? vec : A_ALIGNED && TM != 12;  // TM = 12 would spill with it
 
     float4 a_next[A_LOADS], b_next[B_LOADS];
 
