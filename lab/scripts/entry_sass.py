@@ -42,6 +42,7 @@ TEMPLATE_ENTRIES = (
     "gemm_coarsened<false>",
     "gemm_coarsened<false, true>",
     "gemm_coarsened<false, false, true>",
+    "gemm_coarsened<false, false, false, true>",
 )
 _INSTRUCTION = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(.*?)\s*;")
 
@@ -108,8 +109,10 @@ def _symbol(entry: str, functions: list[str]) -> str:
 
 def entries_of(source: str) -> tuple[str, ...]:
     """The coarsened entry points a revision's source defines."""
-    if re.search(r"bool STAGED_C = false>\s*__global__", source):
+    if re.search(r"bool A_ALIGNED = false>\s*__global__", source):
         return TEMPLATE_ENTRIES
+    if re.search(r"bool STAGED_C = false>\s*__global__", source):
+        return TEMPLATE_ENTRIES[:4]
     if re.search(r"template <bool ALIGNED, bool B_ALIGNED = ALIGNED>\s*__global__", source):
         return TEMPLATE_ENTRIES[:3]
     if re.search(r"template <bool ALIGNED>\s*__global__", source):
