@@ -72,9 +72,9 @@ def shape_class(m: int, n: int, k: int, aligned: bool = True) -> str:
 
 
 def load_widths(n: int, k: int, aligned: bool = True) -> tuple[int, int]:
-    """Floats per global load of A's and B's tiles: (4, 4) where every row start is 16-byte
-    aligned (N and K multiples of 4, ``aligned`` operands); (1, 4) where only A's rows are not (K
-    alone), which gemm._api sends to the entry point for A's rows; else (1, 1)."""
+    """Floats per global load of A's and B's tiles, as modelled: (4, 4) where every row starts on
+    16 bytes (N and K multiples of 4, ``aligned`` operands); (1, 4) where only A's rows do not (K
+    alone: A's rows' entry point); else (1, 1), though deep K-slices may load A as float4."""
     if not aligned or n % 4:
         return (1, 1)  # an offset view, told only as "not every operand aligned", is modelled so
     return (4, 4) if k % 4 == 0 else (1, 4)
