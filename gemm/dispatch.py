@@ -33,13 +33,11 @@ SM_FLOPS = 50e12 / 132  # one multiprocessor's float32 rate, about a Hopper's; o
 SPLIT_LAUNCH_S = 3e-6  # the extra launch of the sum pass
 SPLIT_BYTES_PER_S = 3e12  # the sum pass reads each slice and writes C once
 # K is split into at most MAX_SPLITS slices (any count: 26 tiles in 5 fill 130 of 132 SMs, in 4
-# leave 28 idle), each at least MIN_SLICE_K deep: a grid under one wave of tiles to at most
-# SMALL_GRID_SPLIT_WAVES waves of blocks, a larger one (deep K only) to MAX_SPLIT_WAVES.
+# leave 28 idle), each at least MIN_SLICE_K deep, to at most SPLIT_WAVES waves of resident blocks.
 SPLIT_CANDIDATES = tuple(range(1, 33))
 MIN_SLICE_K = 128
 MAX_SPLITS = SPLIT_CANDIDATES[-1]
-SMALL_GRID_SPLIT_WAVES = 2
-MAX_SPLIT_WAVES = 4
+SPLIT_WAVES = 6
 
 
 @dataclass(frozen=True)
@@ -124,17 +122,15 @@ def predicted_seconds(
 
 
 def worth_splitting(
-    variant: Variant, config: Config, splits: int, m: int, n: int, k: int, sm_count: int
+    variant: Variant, config: Config, splits: int, m: int, n: int, sm_count: int
 ) -> bool:
-    """Whether ``splits`` is a candidate for ``config``: unsplit always; a grid under one wave of
-    tiles to SMALL_GRID_SPLIT_WAVES waves of blocks; a larger one to MAX_SPLIT_WAVES where K
-    exceeds M and N (a split there cuts a long walk, on a cube it only adds blocks)."""
+    """Whether ``splits`` is a candidate for ``config``: unsplit always, else to SPLIT_WAVES waves
+    of (multiprocessors × resident blocks), on any grid: finer slices also even out a part-filled
+    last wave (the model weighs that against the sum pass)."""
     if splits == 1:
         return True
-    tiles = blocks(variant, config, m, n)
-    if tiles < sm_count:
-        return tiles * splits <= SMALL_GRID_SPLIT_WAVES * sm_count
-    return k > max(m, n) and tiles * splits <= MAX_SPLIT_WAVES * sm_count
+    slots = sm_count * variant.resident_blocks(config)
+    return blocks(variant, config, m, n) * splits <= SPLIT_WAVES * slots
 
 
 def split_counts(variant: Variant, config: Config, k: int) -> tuple[int, ...]:
@@ -158,7 +154,7 @@ def heuristic_candidates(
         (config, splits)
         for config in variant.configs
         for splits in split_counts(variant, config, k)
-        if worth_splitting(variant, config, splits, m, n, k, sm_count)
+        if worth_splitting(variant, config, splits, m, n, sm_count)
     ]
 
 

@@ -47,15 +47,15 @@ class TestHeuristic:
             best = modelled(choice, shape, 132)
             for config in COARSENED.configs:
                 for splits in dispatch.split_counts(COARSENED, config, shape[2]):
-                    if not dispatch.worth_splitting(COARSENED, config, splits, *shape, 132):
+                    if not dispatch.worth_splitting(COARSENED, config, splits, *shape[:2], 132):
                         continue
                     other = dispatch.predicted_seconds(COARSENED, config, splits, *shape, 132)
                     assert best <= other, (shape, config_name(config), splits)
 
     def test_split_within_the_wave_limits(self):
-        """A grid under one wave of tiles splits to at most two waves of blocks; a larger one
-        only where K exceeds M and N, to at most MAX_SPLIT_WAVES waves; so a deep K whose grid
-        is just over one wave (a part-filled second wave) is split, and a cube of that grid not."""
+        """Any grid splits to at most SPLIT_WAVES waves of resident blocks: a deep K with a small
+        grid is split, and so is a full grid whose last wave is part-filled (6483×368×2120:
+        the 128×64 tiles fill 1.5 waves unsplit), while 4096³ (whole waves) stays unsplit."""
         for shape in [
             (4096, 4096, 4096),
             (1024, 1024, 16384),
@@ -63,19 +63,21 @@ class TestHeuristic:
             (8192, 64, 8192),
             (11230, 480, 12421),
             (2304, 2304, 2304),
+            (6483, 368, 2120),
         ]:
             choice = heuristic(COARSENED, *shape, 132)
+            slots = 132 * COARSENED.resident_blocks(choice.config)
             tiles = dispatch.blocks(COARSENED, choice.config, *shape[:2])
-            limit = 2 if tiles < 132 else (4 if shape[2] > max(shape[:2]) else 1)
-            assert tiles * choice.splits <= limit * 132 or choice.splits == 1, shape
-        deep = heuristic(COARSENED, 11230, 480, 12421, 132)
-        assert deep.splits > 1 and dispatch.blocks(COARSENED, deep.config, 11230, 480) >= 132
+            assert tiles * choice.splits <= dispatch.SPLIT_WAVES * slots, shape
+        assert heuristic(COARSENED, 4096, 4096, 4096, 132).splits == 1
+        for shape in [(11230, 480, 12421), (6483, 368, 2120), (300, 900, 20000)]:
+            assert heuristic(COARSENED, *shape, 132).splits > 1, shape
         for config in COARSENED.configs:
             tiles = dispatch.blocks(COARSENED, config, 2304, 2304)
-            cube = dispatch.worth_splitting(COARSENED, config, 2, 2304, 2304, 2304, 132)
-            deeper = dispatch.worth_splitting(COARSENED, config, 2, 2304, 2304, 2305, 132)
-            assert cube == (tiles < 132 and tiles * 2 <= 264)
-            assert deeper == (tiles * 2 <= (264 if tiles < 132 else 4 * 132))
+            slots = 132 * COARSENED.resident_blocks(config)
+            for splits in (2, 5, 17):
+                allowed = dispatch.worth_splitting(COARSENED, config, splits, 2304, 2304, 132)
+                assert allowed == (tiles * splits <= dispatch.SPLIT_WAVES * slots)
 
     def test_rates_follow_the_load_widths(self):
         """The model's rate of a configuration is its fitted one for the load widths, and a

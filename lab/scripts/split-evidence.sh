@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
 # One GPU call: `gemmbench tune` over random draws (SEEDS, 40 shapes each) with split-K allowed
-# on any grid, up to WAVES waves of blocks (the product splits only grids under one wave of
-# tiles, to two waves), so lab/scripts/fit_heuristic.py can fit where splitting a full grid pays.
+# on any grid, up to WAVES waves of blocks (the product's own limit: gemm.dispatch.SPLIT_WAVES), so lab/scripts/fit_heuristic.py can fit where splitting a full grid pays.
 # gemm.dispatch.worth_splitting is replaced in this process only. Run after the bundle reset of
 # lab/README.md. Usage: lab/scripts/split-evidence.sh OUTDIR  (env SEEDS, WAVES=4, TUNE_BUDGET=420)
 set -u
@@ -26,7 +25,7 @@ from gemmbench import tune
 waves = int(os.environ["WAVES"])
 
 
-def wide(variant, config, splits, m, n, k, sm_count):  # gemm.dispatch.worth_splitting's
+def wide(variant, config, splits, m, n, sm_count):  # gemm.dispatch.worth_splitting's
     tiles = dispatch.blocks(variant, config, m, n)
     return splits == 1 or tiles * splits <= waves * sm_count * variant.resident_blocks(config)
 

@@ -22,18 +22,46 @@ import fit_heuristic  # noqa: E402
 from gemm import dispatch  # noqa: E402
 from gemm.variants import config_name  # noqa: E402
 
-PLAIN_LIMITS = dispatch.worth_splitting
+SMALL_GRID_SPLIT_WAVES, MAX_SPLIT_WAVES = 2, 4  # the wave limits of run 113's dispatch
+
+
+def plain_limits(variant, config, splits, m, n, k, sm_count) -> bool:
+    """The dispatch's split rule at run 113: a grid under one wave of tiles to two waves of
+    blocks, a larger one to four where K exceeds M and N."""
+    if splits == 1:
+        return True
+    tiles = dispatch.blocks(variant, config, m, n)
+    if tiles < sm_count:
+        return tiles * splits <= SMALL_GRID_SPLIT_WAVES * sm_count
+    return k > max(m, n) and tiles * splits <= MAX_SPLIT_WAVES * sm_count
 
 
 def resident_limits(variant, config, splits, m, n, k, sm_count) -> bool:
-    """dispatch.worth_splitting with a wave of (multiprocessors × resident blocks)."""
+    """plain_limits with a wave of (multiprocessors × resident blocks)."""
     if splits == 1:
         return True
     tiles = dispatch.blocks(variant, config, m, n)
     slots = sm_count * variant.resident_blocks(config)
     if tiles < slots:
-        return tiles * splits <= dispatch.SMALL_GRID_SPLIT_WAVES * slots
-    return k > max(m, n) and tiles * splits <= dispatch.MAX_SPLIT_WAVES * slots
+        return tiles * splits <= SMALL_GRID_SPLIT_WAVES * slots
+    return k > max(m, n) and tiles * splits <= MAX_SPLIT_WAVES * slots
+
+
+def candidates_under(limits):
+    """dispatch.heuristic_candidates with ``limits`` in place of the dispatch's split rule."""
+
+    def heuristic_candidates(variant, m, n, k, sm_count):
+        return [
+            (config, splits)
+            for config in variant.configs
+            for splits in dispatch.split_counts(variant, config, k)
+            if limits(variant, config, splits, m, n, k, sm_count)
+        ]
+
+    return heuristic_candidates
+
+
+PLAIN_LIMITS = plain_limits
 
 
 RULES = {
@@ -57,9 +85,10 @@ def main(argv: list[str]) -> int:
         widths: {name: rates[i] for name, rates in fit_heuristic.CURRENT.items()}
         for i, widths in enumerate(fit_heuristic.WIDTHS)
     }
-    shipped = dispatch.SPLIT_CANDIDATES, dispatch.worth_splitting
+    shipped = dispatch.SPLIT_CANDIDATES, dispatch.heuristic_candidates
     for rule, (counts, limits) in RULES.items():
-        dispatch.SPLIT_CANDIDATES, dispatch.worth_splitting = counts, limits
+        dispatch.SPLIT_CANDIDATES = counts
+        dispatch.heuristic_candidates = candidates_under(limits)
         try:
             train, held = (fit_heuristic.load(Path(p)) for p in argv)
         except (OSError, EOFError, ValueError, KeyError, TypeError) as error:
@@ -85,7 +114,7 @@ def main(argv: list[str]) -> int:
                 f"{rule:9s} {label:9s} refitted rates {summary(fit_heuristic.chosen(data, refitted))}"
             )
             print(f"{rule:9s} {label:9s} best candidate {summary(best)}")
-    dispatch.SPLIT_CANDIDATES, dispatch.worth_splitting = shipped
+    dispatch.SPLIT_CANDIDATES, dispatch.heuristic_candidates = shipped
     return 0
 
 
