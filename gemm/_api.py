@@ -192,8 +192,7 @@ def matmul(
     a = cupy.ascontiguousarray(a)
     b = cupy.ascontiguousarray(b)
     if config is None and chosen.dispatch:
-        # An operand off a 16-byte boundary (an offset view) sends coarsened down its unaligned
-        # path, so the dispatch looks up the class tuned for that path.
+        # An offset operand takes coarsened's unaligned path: the dispatch looks up its class.
         aligned = _on_16_byte_boundaries(a, b, out)
         choice = dispatch.choose(chosen, m, n, k, dispatch.current_gpu(), aligned)
         settings, count = choice.config, choice.splits if splits is None else splits

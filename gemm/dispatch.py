@@ -9,11 +9,10 @@ from dataclasses import dataclass
 from .dispatch_table import TABLES
 from .variants import VARIANTS, Config, Variant, config_name
 
-# The fallback heuristic (docs/tuning.md has the model and its measurements): each candidate's
-# time from its tiles of C, how they fill waves of (multiprocessors × resident blocks), and the K
-# a block walks. Each configuration's rate relative to the best, per widths of A's and B's loads
-# (load_widths, LOAD_WIDTHS), is fitted to random shapes tuned on the H200; one without gets (tile
-# area / 128·256) ** TILE_EFFICIENCY_EXPONENT. Split-K: see ``worth_splitting``.
+# The fallback heuristic (docs/tuning.md): each candidate's time from its tiles of C, how they fill
+# waves of (multiprocessors × resident blocks) and the K a block walks, at its rate relative to
+# the best per widths of A's and B's loads (LOAD_WIDTHS), fitted to random shapes tuned on the
+# H200, else (tile area / 128·256) ** TILE_EFFICIENCY_EXPONENT. Split-K limits: ``split_weight``.
 LOAD_WIDTHS = ((4, 4), (1, 4), (1, 1))
 LOAD_WIDTH_RATES = {
     "BM128-BN256-BK8-WM64-WN64-TM8-TN16-MIN_BLOCKS1-PREFETCH1-UNROLL2": (1.0, 0.573, 0.589),
@@ -32,12 +31,12 @@ REFERENCE_TILE_AREA = 128 * 256
 SM_FLOPS = 50e12 / 132  # one multiprocessor's float32 rate, about a Hopper's; only ratios matter
 SPLIT_LAUNCH_S = 3e-6  # the extra launch of the sum pass
 SPLIT_BYTES_PER_S = 3e12  # the sum pass reads each slice and writes C once
-# K is split into at most MAX_SPLITS slices (any count: 26 tiles in 5 fill 130 of 132 SMs, in 4
-# leave 28 idle), each at least MIN_SLICE_K deep, to at most SPLIT_WAVES waves of resident blocks.
+# Slices: any count to MAX_SPLITS (26 tiles: 5 fill 130 of 132 SMs, 4 leave 28), ≥ MIN_SLICE_K deep.
 SPLIT_CANDIDATES = tuple(range(1, 33))
 MIN_SLICE_K = 128
 MAX_SPLITS = SPLIT_CANDIDATES[-1]
-SPLIT_WAVES = 6
+SPLIT_WAVES, SMALL_GRID_SPLIT_WAVES, MAX_SPLIT_WAVES = 6, 2, 4
+WIDE_SPLIT_MARGIN = 0.07
 
 
 @dataclass(frozen=True)
@@ -121,16 +120,19 @@ def predicted_seconds(
     return seconds
 
 
-def worth_splitting(
-    variant: Variant, config: Config, splits: int, m: int, n: int, sm_count: int
-) -> bool:
-    """Whether ``splits`` is a candidate for ``config``: unsplit always, else to SPLIT_WAVES waves
-    of (multiprocessors × resident blocks), on any grid: finer slices also even out a part-filled
-    last wave (the model weighs that against the sum pass)."""
-    if splits == 1:
-        return True
-    slots = sm_count * variant.resident_blocks(config)
-    return blocks(variant, config, m, n) * splits <= SPLIT_WAVES * slots
+def split_weight(
+    variant: Variant, config: Config, splits: int, m: int, n: int, k: int, sm_count: int
+) -> float | None:
+    """What the heuristic multiplies ``splits``'s modelled time by (None: no candidate). 1 unsplit,
+    or to SMALL_GRID_SPLIT_WAVES waves of blocks where tiles leave multiprocessors idle, or to
+    MAX_SPLIT_WAVES where K exceeds M and N. 1 + WIDE_SPLIT_MARGIN to SPLIT_WAVES waves of resident
+    blocks on any grid: it evens out a part-filled last wave, but the model overrates it."""
+    tiles = blocks(variant, config, m, n)
+    trusted = SMALL_GRID_SPLIT_WAVES if tiles < sm_count else MAX_SPLIT_WAVES * (k > max(m, n))
+    if splits == 1 or tiles * splits <= trusted * sm_count:
+        return 1.0
+    wide = tiles * splits <= SPLIT_WAVES * sm_count * variant.resident_blocks(config)
+    return 1.0 + WIDE_SPLIT_MARGIN if wide else None
 
 
 def split_counts(variant: Variant, config: Config, k: int) -> tuple[int, ...]:
@@ -149,25 +151,28 @@ def heuristic_candidates(
     variant: Variant, m: int, n: int, k: int, sm_count: int
 ) -> list[tuple[Config, int]]:
     """Every (configuration, split count) the heuristic weighs for (M, N, K): each registered
-    configuration with each ``worth_splitting`` one of ``split_counts``, fewer splits first."""
+    configuration with each of ``split_counts`` that has a ``split_weight``, fewer splits first."""
     return [
         (config, splits)
         for config in variant.configs
         for splits in split_counts(variant, config, k)
-        if worth_splitting(variant, config, splits, m, n, sm_count)
+        if split_weight(variant, config, splits, m, n, k, sm_count) is not None
     ]
 
 
 def heuristic(
     variant: Variant, m: int, n: int, k: int, sm_count: int, widths: tuple[int, int] = (4, 4)
 ) -> Choice:
-    """The documented fallback rule (docs/tuning.md): the least ``predicted_seconds`` (loads
-    ``widths`` floats wide) of ``heuristic_candidates``; ties to the earlier, then fewer splits."""
+    """The documented fallback rule (docs/tuning.md): of ``heuristic_candidates``, the least
+    ``predicted_seconds`` (loads ``widths`` wide) × ``split_weight``; ties: the earlier one."""
     if min(m, n, k) <= 0:
         return Choice(variant.config, 1, "heuristic")  # nothing to launch
     config, splits = min(
         heuristic_candidates(variant, m, n, k, sm_count),
-        key=lambda c: predicted_seconds(variant, c[0], c[1], m, n, k, sm_count, widths),
+        key=lambda c: (
+            predicted_seconds(variant, c[0], c[1], m, n, k, sm_count, widths)
+            * split_weight(variant, c[0], c[1], m, n, k, sm_count)
+        ),
     )
     return Choice(config, splits, "heuristic")
 

@@ -41,21 +41,24 @@ class TestHeuristic:
     """The documented fallback rule: the model's least time, on synthetic multiprocessor counts."""
 
     def test_picks_the_least_modelled_time(self):
-        """No registered configuration and split the rule may take is modelled faster."""
+        """No registered configuration and split the rule may take has a lower modelled time
+        × split_weight."""
         for shape in [(4096, 4096, 4096), (1024, 1024, 16384), (3000, 500, 777), (256, 256, 65536)]:
             choice = heuristic(COARSENED, *shape, 132)
-            best = modelled(choice, shape, 132)
+            weight = dispatch.split_weight(COARSENED, choice.config, choice.splits, *shape, 132)
+            best = modelled(choice, shape, 132) * weight
             for config in COARSENED.configs:
                 for splits in dispatch.split_counts(COARSENED, config, shape[2]):
-                    if not dispatch.worth_splitting(COARSENED, config, splits, *shape[:2], 132):
+                    other = dispatch.split_weight(COARSENED, config, splits, *shape, 132)
+                    if other is None:
                         continue
-                    other = dispatch.predicted_seconds(COARSENED, config, splits, *shape, 132)
+                    other *= dispatch.predicted_seconds(COARSENED, config, splits, *shape, 132)
                     assert best <= other, (shape, config_name(config), splits)
 
     def test_split_within_the_wave_limits(self):
-        """Any grid splits to at most SPLIT_WAVES waves of resident blocks: a deep K with a small
-        grid is split, and so is a full grid whose last wave is part-filled (6483×368×2120:
-        the 128×64 tiles fill 1.5 waves unsplit), while 4096³ (whole waves) stays unsplit."""
+        """Any grid may split to SPLIT_WAVES waves of resident blocks: a deep K with a small grid
+        is split, and so is a full grid whose last wave is part-filled (6483×368×2120: the 128×64
+        tiles fill 1.5 waves unsplit), while 4096³ (whole waves) stays unsplit."""
         for shape in [
             (4096, 4096, 4096),
             (1024, 1024, 16384),
@@ -72,12 +75,40 @@ class TestHeuristic:
         assert heuristic(COARSENED, 4096, 4096, 4096, 132).splits == 1
         for shape in [(11230, 480, 12421), (6483, 368, 2120), (300, 900, 20000)]:
             assert heuristic(COARSENED, *shape, 132).splits > 1, shape
-        for config in COARSENED.configs:
-            tiles = dispatch.blocks(COARSENED, config, 2304, 2304)
-            slots = 132 * COARSENED.resident_blocks(config)
-            for splits in (2, 5, 17):
-                allowed = dispatch.worth_splitting(COARSENED, config, splits, 2304, 2304, 132)
-                assert allowed == (tiles * splits <= dispatch.SPLIT_WAVES * slots)
+
+    def test_split_weights(self):
+        """Weight 1 unsplit and within the small-grid and deep-K limits, 1 + WIDE_SPLIT_MARGIN
+        for any other split to SPLIT_WAVES waves of resident blocks, None past them."""
+        margin = 1 + dispatch.WIDE_SPLIT_MARGIN
+        for shape in [(2304, 2304, 2304), (2304, 2304, 2305), (300, 900, 20000), (6483, 368, 2120)]:
+            m, n, k = shape
+            for config in COARSENED.configs:
+                tiles = dispatch.blocks(COARSENED, config, m, n)
+                slots = 132 * COARSENED.resident_blocks(config)
+                trusted = (2 if tiles < 132 else 4 * (k > max(m, n))) * 132
+                for splits in (1, 2, 5, 17):
+                    weight = dispatch.split_weight(COARSENED, config, splits, *shape, 132)
+                    if splits == 1 or tiles * splits <= trusted:
+                        assert weight == 1.0, (shape, splits)
+                    elif tiles * splits <= dispatch.SPLIT_WAVES * slots:
+                        assert weight == margin, (shape, splits)
+                    else:
+                        assert weight is None, (shape, splits)
+
+    def test_wide_split_needs_the_margin(self):
+        """A split outside the trusted limits modelled faster, but by less than the margin, loses:
+        13130×264×788 runs unsplit though a 3-way split of the 128×64 tiles models 0.5% faster."""
+        shape = (13130, 264, 788)
+        choice = heuristic(COARSENED, *shape, 132)
+        assert choice.splits == 1
+        faster = [
+            (config, splits)
+            for config, splits in dispatch.heuristic_candidates(COARSENED, *shape, 132)
+            if dispatch.split_weight(COARSENED, config, splits, *shape, 132) > 1
+            and dispatch.predicted_seconds(COARSENED, config, splits, *shape, 132)
+            < modelled(choice, shape, 132)
+        ]
+        assert faster
 
     def test_rates_follow_the_load_widths(self):
         """The model's rate of a configuration is its fitted one for the load widths, and a

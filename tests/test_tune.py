@@ -24,15 +24,23 @@ class TestCandidates:
     """Tests for tune.candidates."""
 
     def test_splits_within_the_wave_limits(self):
-        """A grid that fills the GPU, K no deeper than M and N, is tried unsplit only; with a
-        deep K, a grid under one wave is split to at most two waves, a larger one to four."""
-        big = tune.candidates(COARSENED, 8192, 8192, 8192, 132)
-        assert {s for _, s in big} == {1} and len(big) == len(COARSENED.configs)
-        deep = tune.candidates(COARSENED, 1024, 1024, 16384, 132)
-        for config, splits in deep:
-            tiles = dispatch.blocks(COARSENED, config, 1024, 1024)
-            assert tiles * splits <= (2 if tiles < 132 else 4) * 132
-        assert (COARSENED.config, 3) in deep
+        """Every split the heuristic weighs is a candidate: to SPLIT_WAVES waves of resident
+        blocks on any grid: 2304³ (a wave and more of tiles, K no deeper than M) is tried split
+        too, 8192³ (many waves) unsplit only, a deep K's small grid split 3 ways among others."""
+        assert {s for _, s in tune.candidates(COARSENED, 8192, 8192, 8192, 132)} == {1}
+        for shape in [(2304, 2304, 2304), (1024, 1024, 16384)]:
+            found = tune.candidates(COARSENED, *shape, 132)
+            names = {(config_name(c), s) for c, s in found}
+            assert names == {
+                (config_name(c), s)
+                for c, s in dispatch.heuristic_candidates(COARSENED, *shape, 132)
+            }
+            for config, splits in found:
+                tiles = dispatch.blocks(COARSENED, config, *shape[:2])
+                slots = 132 * COARSENED.resident_blocks(config)
+                assert splits == 1 or tiles * splits <= dispatch.SPLIT_WAVES * slots, shape
+            assert {s for _, s in found} > {1}
+        assert (COARSENED.config, 3) in tune.candidates(COARSENED, 1024, 1024, 16384, 132)
 
     def test_every_configuration_tried(self):
         """Every registered configuration is a candidate on every shape."""

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One GPU call: `gemmbench tune` over random draws (SEEDS, 40 shapes each) with split-K allowed
-# on any grid, up to WAVES waves of blocks (the product's own limit: gemm.dispatch.SPLIT_WAVES), so lab/scripts/fit_heuristic.py can fit where splitting a full grid pays.
-# gemm.dispatch.worth_splitting is replaced in this process only. Run after the bundle reset of
+# on any grid, up to WAVES waves of resident blocks, with no margin (the product's:
+# gemm.dispatch.split_weight), so lab/scripts/fit_heuristic.py can fit where splitting pays.
+# gemm.dispatch.split_weight is replaced in this process only. Run after the bundle reset of
 # lab/README.md. Usage: lab/scripts/split-evidence.sh OUTDIR  (env SEEDS, WAVES=4, TUNE_BUDGET=420)
 set -u
 out=${1:?usage: lab/scripts/split-evidence.sh OUTDIR}; mkdir -p "$out"
@@ -25,12 +26,13 @@ from gemmbench import tune
 waves = int(os.environ["WAVES"])
 
 
-def wide(variant, config, splits, m, n, sm_count):  # gemm.dispatch.worth_splitting's
+def wide(variant, config, splits, m, n, k, sm_count):  # gemm.dispatch.split_weight's
     tiles = dispatch.blocks(variant, config, m, n)
-    return splits == 1 or tiles * splits <= waves * sm_count * variant.resident_blocks(config)
+    slots = sm_count * variant.resident_blocks(config)
+    return 1.0 if splits == 1 or tiles * splits <= waves * slots else None
 
 
-dispatch.worth_splitting = wide
+dispatch.split_weight = wide
 sys.exit(tune.main(sys.argv[1:]))
 PYEOF
 echo "tune exit $? in $((SECONDS - t0)) s" | tee -a "$out/tune.txt"
