@@ -61,12 +61,9 @@ def candidates_under(limits):
     return heuristic_candidates
 
 
-PLAIN_LIMITS = plain_limits
-
-
 RULES = {
-    "round": ((1, 2, 3, 4, 6, 8, 12, 16), PLAIN_LIMITS),
-    "all16": (tuple(range(1, 17)), PLAIN_LIMITS),
+    "round": ((1, 2, 3, 4, 6, 8, 12, 16), plain_limits),
+    "all16": (tuple(range(1, 17)), plain_limits),
     "resident": (tuple(range(1, 17)), resident_limits),
 }
 
