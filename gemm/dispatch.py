@@ -9,24 +9,26 @@ from dataclasses import dataclass
 from .dispatch_table import TABLES
 from .variants import VARIANTS, Config, Variant, config_name
 
-# The fallback heuristic (docs/tuning.md): each candidate's time from its tiles of C, how they fill
-# waves of (multiprocessors × resident blocks) and the K a block walks, at its rate relative to
-# the best per widths of A's and B's loads (LOAD_WIDTHS), fitted to random shapes tuned on the
-# H200, else (tile area / 128·256) ** TILE_EFFICIENCY_EXPONENT. Split-K limits: ``split_weight``.
+# The fallback heuristic (docs/tuning.md): each candidate's time from the blocks its busiest
+# multiprocessor runs, in rounds of its resident blocks (an idle slot of a part-filled last round
+# costs IDLE_SLOT_COST of a block), and the K a block walks, at its rate relative to the best per
+# widths of A's and B's loads (LOAD_WIDTHS), both fitted to tunes on the H200, else (tile area /
+# 128·256) ** TILE_EFFICIENCY_EXPONENT. Which splits it weighs: ``split_allowed``.
 LOAD_WIDTHS = ((4, 4), (1, 4), (1, 1))
 LOAD_WIDTH_RATES = {
-    "BM128-BN256-BK8-WM64-WN64-TM8-TN16-MIN_BLOCKS1-PREFETCH1-UNROLL2": (1.0, 0.573, 0.589),
-    "BM128-BN256-BK8-WM32-WN128-TM8-TN16-MIN_BLOCKS1-PREFETCH1-UNROLL2": (0.867, 0.573, 1.0),
-    "BM128-BN256-BK8-WM64-WN64-TM8-TN16-MIN_BLOCKS1-PREFETCH1-UNROLL1": (0.867, 1.0, 0.841),
-    "BM128-BN128-BK16-WM16-WN128-TM8-TN8-MIN_BLOCKS1-PREFETCH1-UNROLL1": (0.893, 0.878, 0.921),
-    "BM128-BN128-BK8-WM32-WN64-TM8-TN8-MIN_BLOCKS2-PREFETCH1-UNROLL1": (0.921, 0.892, 0.935),
-    "BM128-BN64-BK16-WM32-WN64-TM8-TN8-MIN_BLOCKS3-PREFETCH1-UNROLL1": (0.93, 0.922, 0.95),
-    "BM64-BN128-BK8-WM16-WN128-TM8-TN8-MIN_BLOCKS2-PREFETCH0-UNROLL1": (0.809, 0.763, 0.863),
-    "BM64-BN64-BK16-WM8-WN64-TM4-TN4-MIN_BLOCKS2-PREFETCH0-UNROLL1": (0.547, 0.465, 0.574),
-    "BM96-BN192-BK8-WM48-WN64-TM12-TN8-MIN_BLOCKS2-PREFETCH1-UNROLL1": (0.92, 0.94, 0.98),
-    "BM192-BN96-BK8-WM96-WN32-TM12-TN8-MIN_BLOCKS2-PREFETCH1-UNROLL1": (0.86, 0.78, 0.4),
+    "BM128-BN256-BK8-WM64-WN64-TM8-TN16-MIN_BLOCKS1-PREFETCH1-UNROLL2": (0.993, 0.901, 0.903),
+    "BM128-BN256-BK8-WM32-WN128-TM8-TN16-MIN_BLOCKS1-PREFETCH1-UNROLL2": (1.0, 0.902, 0.896),
+    "BM128-BN256-BK8-WM64-WN64-TM8-TN16-MIN_BLOCKS1-PREFETCH1-UNROLL1": (0.98, 0.968, 0.879),
+    "BM128-BN128-BK16-WM16-WN128-TM8-TN8-MIN_BLOCKS1-PREFETCH1-UNROLL1": (0.89, 0.819, 0.832),
+    "BM128-BN128-BK8-WM32-WN64-TM8-TN8-MIN_BLOCKS2-PREFETCH1-UNROLL1": (0.962, 0.92, 0.89),
+    "BM128-BN64-BK16-WM32-WN64-TM8-TN8-MIN_BLOCKS3-PREFETCH1-UNROLL1": (0.916, 0.85, 0.824),
+    "BM64-BN128-BK8-WM16-WN128-TM8-TN8-MIN_BLOCKS3-PREFETCH0-UNROLL1": (0.843, 0.778, 0.767),
+    "BM64-BN64-BK16-WM8-WN64-TM4-TN4-MIN_BLOCKS2-PREFETCH0-UNROLL1": (0.612, 0.571, 0.547),
+    "BM96-BN192-BK8-WM48-WN64-TM12-TN8-MIN_BLOCKS2-PREFETCH1-UNROLL1": (0.915, 0.872, 0.831),
+    "BM192-BN96-BK8-WM96-WN32-TM12-TN8-MIN_BLOCKS2-PREFETCH1-UNROLL1": (0.917, 0.856, 0.815),
 }
 TILE_EFFICIENCY_EXPONENT = 0.05
+IDLE_SLOT_COST = 0.3
 REFERENCE_TILE_AREA = 128 * 256
 SM_FLOPS = 50e12 / 132  # one multiprocessor's float32 rate, about a Hopper's; only ratios matter
 SPLIT_LAUNCH_S = 3e-6  # the extra launch of the sum pass
@@ -35,8 +37,7 @@ SPLIT_BYTES_PER_S = 3e12  # the sum pass reads each slice and writes C once
 SPLIT_CANDIDATES = tuple(range(1, 33))
 MIN_SLICE_K = 128
 MAX_SPLITS = SPLIT_CANDIDATES[-1]
-SPLIT_WAVES, SMALL_GRID_SPLIT_WAVES, MAX_SPLIT_WAVES = 6, 2, 4
-WIDE_SPLIT_MARGIN = 0.07
+SPLIT_WAVES = 6
 
 
 @dataclass(frozen=True)
@@ -107,32 +108,28 @@ def predicted_seconds(
     constants above)."""
     tile_m, tile_n = variant.tile(config)
     resident = variant.resident_blocks(config)
-    waves = -(-blocks(variant, config, m, n) * splits // (sm_count * resident))
+    full, partial = divmod(-(-blocks(variant, config, m, n) * splits // sm_count), resident)
+    rounds = full * resident + (partial + (resident - partial) * IDLE_SLOT_COST if partial else 0)
     column = LOAD_WIDTHS.index(widths)  # ValueError for widths no kernel path has
     fitted = LOAD_WIDTH_RATES.get(config_name(config))
     if fitted:
         relative = fitted[column]
     else:
         relative = (tile_m * tile_n / REFERENCE_TILE_AREA) ** TILE_EFFICIENCY_EXPONENT
-    seconds = waves * resident * 2.0 * tile_m * tile_n * -(-k // splits) / (SM_FLOPS * relative)
+    seconds = rounds * 2.0 * tile_m * tile_n * -(-k // splits) / (SM_FLOPS * relative)
     if splits > 1:
         seconds += SPLIT_LAUNCH_S + splits * m * n * 4 * 2 / SPLIT_BYTES_PER_S
     return seconds
 
 
-def split_weight(
-    variant: Variant, config: Config, splits: int, m: int, n: int, k: int, sm_count: int
-) -> float | None:
-    """What the heuristic multiplies ``splits``'s modelled time by (None: no candidate). 1 unsplit,
-    or to SMALL_GRID_SPLIT_WAVES waves of blocks where tiles leave multiprocessors idle, or to
-    MAX_SPLIT_WAVES where K exceeds M and N. 1 + WIDE_SPLIT_MARGIN to SPLIT_WAVES waves of resident
-    blocks on any grid: it evens out a part-filled last wave, but the model overrates it."""
-    tiles = blocks(variant, config, m, n)
-    trusted = SMALL_GRID_SPLIT_WAVES if tiles < sm_count else MAX_SPLIT_WAVES * (k > max(m, n))
-    if splits == 1 or tiles * splits <= trusted * sm_count:
-        return 1.0
-    wide = tiles * splits <= SPLIT_WAVES * sm_count * variant.resident_blocks(config)
-    return 1.0 + WIDE_SPLIT_MARGIN if wide else None
+def split_allowed(
+    variant: Variant, config: Config, splits: int, m: int, n: int, sm_count: int
+) -> bool:
+    """Whether the heuristic weighs ``splits`` K-slices: unsplit, or blocks of every slice that
+    fill at most SPLIT_WAVES waves of resident blocks (finer slices even out a part-filled last
+    wave; past that, the sum pass and slices too shallow to pay for their loads)."""
+    slots = SPLIT_WAVES * sm_count * variant.resident_blocks(config)
+    return splits == 1 or blocks(variant, config, m, n) * splits <= slots
 
 
 def split_counts(variant: Variant, config: Config, k: int) -> tuple[int, ...]:
@@ -151,12 +148,12 @@ def heuristic_candidates(
     variant: Variant, m: int, n: int, k: int, sm_count: int
 ) -> list[tuple[Config, int]]:
     """Every (configuration, split count) the heuristic weighs for (M, N, K): each registered
-    configuration with each of ``split_counts`` that has a ``split_weight``, fewer splits first."""
+    configuration with each of ``split_counts`` that ``split_allowed``, fewer splits first."""
     return [
         (config, splits)
         for config in variant.configs
         for splits in split_counts(variant, config, k)
-        if split_weight(variant, config, splits, m, n, k, sm_count) is not None
+        if split_allowed(variant, config, splits, m, n, sm_count)
     ]
 
 
@@ -164,15 +161,12 @@ def heuristic(
     variant: Variant, m: int, n: int, k: int, sm_count: int, widths: tuple[int, int] = (4, 4)
 ) -> Choice:
     """The documented fallback rule (docs/tuning.md): of ``heuristic_candidates``, the least
-    ``predicted_seconds`` (loads ``widths`` wide) × ``split_weight``; ties: the earlier one."""
+    ``predicted_seconds`` (loads ``widths`` wide); ties: the earlier one."""
     if min(m, n, k) <= 0:
         return Choice(variant.config, 1, "heuristic")  # nothing to launch
     config, splits = min(
         heuristic_candidates(variant, m, n, k, sm_count),
-        key=lambda c: (
-            predicted_seconds(variant, c[0], c[1], m, n, k, sm_count, widths)
-            * split_weight(variant, c[0], c[1], m, n, k, sm_count)
-        ),
+        key=lambda c: predicted_seconds(variant, c[0], c[1], m, n, k, sm_count, widths),
     )
     return Choice(config, splits, "heuristic")
 

@@ -273,7 +273,7 @@ VARIANTS: Mapping[str, Variant] = MappingProxyType(
                 _coarsened(128, 128, 16, (16, 128), 8, 8, 1, prefetch=1, unroll=1),
                 _coarsened(128, 128, 8, (32, 64), 8, 8, 2, prefetch=1, unroll=1),
                 _coarsened(128, 64, 16, (32, 64), 8, 8, 3, prefetch=1, unroll=1),
-                _coarsened(64, 128, 8, (16, 128), 8, 8, 2, prefetch=0, unroll=1),
+                _coarsened(64, 128, 8, (16, 128), 8, 8, 3, prefetch=0, unroll=1),
                 _coarsened(64, 64, 16, (8, 64), 4, 4, 2, prefetch=0, unroll=1),
                 _coarsened(96, 192, 8, (48, 64), 12, 8, 2, prefetch=1, unroll=1),
                 _coarsened(192, 96, 8, (96, 32), 12, 8, 2, prefetch=1, unroll=1),

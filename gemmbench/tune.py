@@ -46,7 +46,7 @@ L2_POLICY = measure.L2_POLICY
 def candidates(variant: Variant, m: int, n: int, k: int, sm_count: int) -> list[tuple[Config, int]]:
     """The heuristic's own choice first, then every other candidate it weighs
     (``heuristic_candidates``: each registered configuration unsplit, and split as
-    ``split_weight`` allows); a table entry must beat what the GPU would run without it."""
+    ``split_allowed`` allows); a table entry must beat what the GPU would run without it."""
     guess = dispatch.heuristic(variant, m, n, k, sm_count, dispatch.load_widths(n, k))
     found = [(guess.config, guess.splits)]
     for candidate in dispatch.heuristic_candidates(variant, m, n, k, sm_count):

@@ -41,24 +41,20 @@ class TestHeuristic:
     """The documented fallback rule: the model's least time, on synthetic multiprocessor counts."""
 
     def test_picks_the_least_modelled_time(self):
-        """No registered configuration and split the rule may take has a lower modelled time
-        × split_weight."""
+        """No registered configuration and split the rule may take has a lower modelled time."""
         for shape in [(4096, 4096, 4096), (1024, 1024, 16384), (3000, 500, 777), (256, 256, 65536)]:
             choice = heuristic(COARSENED, *shape, 132)
-            weight = dispatch.split_weight(COARSENED, choice.config, choice.splits, *shape, 132)
-            best = modelled(choice, shape, 132) * weight
+            best = modelled(choice, shape, 132)
             for config in COARSENED.configs:
                 for splits in dispatch.split_counts(COARSENED, config, shape[2]):
-                    other = dispatch.split_weight(COARSENED, config, splits, *shape, 132)
-                    if other is None:
-                        continue
-                    other *= dispatch.predicted_seconds(COARSENED, config, splits, *shape, 132)
-                    assert best <= other, (shape, config_name(config), splits)
+                    if dispatch.split_allowed(COARSENED, config, splits, *shape[:2], 132):
+                        other = dispatch.predicted_seconds(COARSENED, config, splits, *shape, 132)
+                        assert best <= other, (shape, config_name(config), splits)
 
     def test_split_within_the_wave_limits(self):
         """Any grid may split to SPLIT_WAVES waves of resident blocks: a deep K with a small grid
-        is split, and so is a full grid whose last wave is part-filled (6483×368×2120: the 128×64
-        tiles fill 1.5 waves unsplit), while 4096³ (whole waves) stays unsplit."""
+        is split, and so is a full grid whose last round is part-filled (6483×368×2120), while
+        4096³ (whole rounds) stays unsplit."""
         for shape in [
             (4096, 4096, 4096),
             (1024, 1024, 16384),
@@ -76,39 +72,34 @@ class TestHeuristic:
         for shape in [(11230, 480, 12421), (6483, 368, 2120), (300, 900, 20000)]:
             assert heuristic(COARSENED, *shape, 132).splits > 1, shape
 
-    def test_split_weights(self):
-        """Weight 1 unsplit and within the small-grid and deep-K limits, 1 + WIDE_SPLIT_MARGIN
-        for any other split to SPLIT_WAVES waves of resident blocks, None past them."""
-        margin = 1 + dispatch.WIDE_SPLIT_MARGIN
+    def test_split_allowed(self):
+        """Unsplit always; else while the slices' blocks fill at most SPLIT_WAVES waves of
+        resident blocks."""
         for shape in [(2304, 2304, 2304), (2304, 2304, 2305), (300, 900, 20000), (6483, 368, 2120)]:
-            m, n, k = shape
+            m, n, _ = shape
             for config in COARSENED.configs:
                 tiles = dispatch.blocks(COARSENED, config, m, n)
                 slots = 132 * COARSENED.resident_blocks(config)
-                trusted = (2 if tiles < 132 else 4 * (k > max(m, n))) * 132
                 for splits in (1, 2, 5, 17):
-                    weight = dispatch.split_weight(COARSENED, config, splits, *shape, 132)
-                    if splits == 1 or tiles * splits <= trusted:
-                        assert weight == 1.0, (shape, splits)
-                    elif tiles * splits <= dispatch.SPLIT_WAVES * slots:
-                        assert weight == margin, (shape, splits)
-                    else:
-                        assert weight is None, (shape, splits)
+                    allowed = dispatch.split_allowed(COARSENED, config, splits, m, n, 132)
+                    assert allowed == (splits == 1 or tiles * splits <= 6 * slots), (shape, splits)
 
-    def test_wide_split_needs_the_margin(self):
-        """A split outside the trusted limits modelled faster, but by less than the margin, loses:
-        13130×264×788 runs unsplit though a 3-way split of the 128×64 tiles models 0.5% faster."""
-        shape = (13130, 264, 788)
-        choice = heuristic(COARSENED, *shape, 132)
-        assert choice.splits == 1
-        faster = [
-            (config, splits)
-            for config, splits in dispatch.heuristic_candidates(COARSENED, *shape, 132)
-            if dispatch.split_weight(COARSENED, config, splits, *shape, 132) > 1
-            and dispatch.predicted_seconds(COARSENED, config, splits, *shape, 132)
-            < modelled(choice, shape, 132)
-        ]
-        assert faster
+    def test_part_filled_last_round(self):
+        """A multiprocessor's blocks run in rounds of its resident blocks; each idle slot of a
+        part-filled last round costs IDLE_SLOT_COST of a block. The 128×128 tiles (two a
+        multiprocessor): 132 tiles are one block each, 264 two, 396 three (two and a half-idle
+        round)."""
+        config = next(
+            c
+            for c in COARSENED.configs
+            if COARSENED.tile(c) == (128, 128) and COARSENED.resident_blocks(c) == 2
+        )
+        one, two, three = (
+            dispatch.predicted_seconds(COARSENED, config, 1, 128 * rows, 128 * 132, 1024, 132)
+            for rows in (1, 2, 3)
+        )
+        assert two == pytest.approx(one / (1 + dispatch.IDLE_SLOT_COST) * 2)
+        assert three == pytest.approx(two / 2 * (3 + dispatch.IDLE_SLOT_COST))
 
     def test_rates_follow_the_load_widths(self):
         """The model's rate of a configuration is its fitted one for the load widths, and a

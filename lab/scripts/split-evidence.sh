@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # One GPU call: `gemmbench tune` over random draws (SEEDS, 40 shapes each) with split-K allowed
-# on any grid, up to WAVES waves of resident blocks, with no margin (the product's:
-# gemm.dispatch.split_weight), so lab/scripts/fit_heuristic.py can fit where splitting pays.
-# gemm.dispatch.split_weight is replaced in this process only. Run after the bundle reset of
+# on any grid, up to WAVES waves of resident blocks (the product's: SPLIT_WAVES in
+# gemm.dispatch.split_allowed), so lab/scripts/fit_rates.py can fit where splitting pays.
+# gemm.dispatch.split_allowed is replaced in this process only. Run after the bundle reset of
 # lab/README.md. Usage: lab/scripts/split-evidence.sh OUTDIR  (env SEEDS, WAVES=4, TUNE_BUDGET=420)
 set -u
 out=${1:?usage: lab/scripts/split-evidence.sh OUTDIR}; mkdir -p "$out"
@@ -26,13 +26,12 @@ from gemmbench import tune
 waves = int(os.environ["WAVES"])
 
 
-def wide(variant, config, splits, m, n, k, sm_count):  # gemm.dispatch.split_weight's
+def wide(variant, config, splits, m, n, sm_count):  # gemm.dispatch.split_allowed's
     tiles = dispatch.blocks(variant, config, m, n)
-    slots = sm_count * variant.resident_blocks(config)
-    return 1.0 if splits == 1 or tiles * splits <= waves * slots else None
+    return splits == 1 or tiles * splits <= waves * sm_count * variant.resident_blocks(config)
 
 
-dispatch.split_weight = wide
+dispatch.split_allowed = wide
 sys.exit(tune.main(sys.argv[1:]))
 PYEOF
 echo "tune exit $? in $((SECONDS - t0)) s" | tee -a "$out/tune.txt"
