@@ -58,6 +58,14 @@ def launch_bounds_registers(variant, config) -> int:
     return min(REGISTERS_PER_MULTIPROCESSOR // (x * y * z * config["MIN_BLOCKS"]), 255)
 
 
+def resident_by_registers(variant, config, registers: int) -> int:
+    """Blocks of ``config`` whose registers fit one multiprocessor: ptxas's count per thread,
+    allocated in eights, for every thread of the block's whole warps."""
+    x, y, z = variant.threads(config)
+    warps = -(-(x * y * z) // 32)
+    return REGISTERS_PER_MULTIPROCESSOR // (warps * 32 * -(-registers // 8) * 8)
+
+
 def module_kernels(variant) -> set[str]:
     """The entry functions of a variant's module: its entry point or template instances, and
     split-K's sum pass."""
@@ -103,6 +111,12 @@ def test_within_budget(variant, config):
             assert usage.shared_bytes == variant.shared_bytes(config), (
                 f"the registry's shared-memory figure is not what ptxas reports: {where}"
             )
+    if variant.dispatch:  # the dispatch's model counts the blocks a multiprocessor holds
+        most = max(parse_ptxas_log(reports[kernel]).registers for kernel in launched)
+        assert resident_by_registers(variant, config, most) == variant.resident_blocks(config), (
+            f"{dict(config)}: {most} registers a thread fit "
+            f"{resident_by_registers(variant, config, most)} blocks, not resident_blocks'"
+        )
 
 
 # Configurations that break a static_assert, each with the message both NVRTC and Python give.
