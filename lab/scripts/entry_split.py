@@ -16,6 +16,7 @@ shapes, which it prints.
 from __future__ import annotations
 
 import json
+import re
 import statistics
 import sys
 from collections import defaultdict
@@ -45,6 +46,10 @@ def ratios(path: Path) -> dict[tuple[int, ...], tuple[float, str, int]]:
     }
 
 
+def _sans_min_blocks(name: str) -> str:
+    return re.sub(r"-MIN_BLOCKS\d+", "", name)
+
+
 def distribution(values: list[float]) -> str:
     """min / 10th percentile / median, as `gemmbench report --sweep` gives them."""
     return f"{min(values):.3f} / {percentile(values, 10):.3f} / {statistics.median(values):.3f}"
@@ -56,7 +61,8 @@ def main(argv: list[str]) -> int:
         return 2
     old_commit, new_commit, names = argv[0], argv[1], argv[2:] or NAMES
     coarsened = get_variant("coarsened")
-    by_name = {config_name(c): c for c in coarsened.configs}
+    # Keyed without MIN_BLOCKS: the recorded sweeps name 64x128 by the 2 it declared before 84dbdf5.
+    by_name = {_sans_min_blocks(config_name(c)): c for c in coarsened.configs}
     deep = {name: coarsened.unaligned_entry(c, 2**31 - 1) for name, c in by_name.items()}
     by_config = defaultdict(list)
     for name in names:
@@ -67,6 +73,7 @@ def main(argv: list[str]) -> int:
         estimate = []
         for shape in shapes:
             ratio, config, splits = new[shape]
+            config = _sans_min_blocks(config)
             if unaligned(shape):
                 by_config[config].append((ratio / old[shape][0], shape))
                 if config not in by_name:
