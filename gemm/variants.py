@@ -53,7 +53,7 @@ class Variant:
     on them; ``staged_kernel_name`` slices at most ``staged_depth`` deep), else the aligned one.
     ``dispatch``: with no explicit configuration, ``gemm.dispatch`` picks one (and a split count)
     per shape and GPU; ``resident_blocks``: the blocks of a configuration a multiprocessor holds at
-    once (the dispatch's model of waves). ``switches`` names the constants that turn a kernel
+    once (the dispatch's model of rounds). ``switches`` names the constants that turn a kernel
     feature off (0) or on (1); every other constant is a size and must be positive.
     """
 
@@ -278,7 +278,7 @@ VARIANTS: Mapping[str, Variant] = MappingProxyType(
                 _coarsened(96, 192, 8, (48, 64), 12, 8, 2, prefetch=1, unroll=1),
                 _coarsened(192, 96, 8, (96, 32), 12, 8, 2, prefetch=1, unroll=1),
             ),
-            resident_blocks=lambda c: c["MIN_BLOCKS"],
+            resident_blocks=lambda c: c["MIN_BLOCKS"],  # = what its registers fit: test_compile
             switches=frozenset({"PREFETCH"}),
             threads=_coarsened_threads,
             tile=lambda c: (c["BM"], c["BN"]),
