@@ -53,8 +53,8 @@ class TestHeuristic:
 
     def test_split_within_the_wave_limits(self):
         """Any grid may split to SPLIT_WAVES waves of resident blocks: a deep K with a small grid
-        is split, and so is a full grid whose last round is part-filled (6483×368×2120), while
-        4096³ (whole rounds) stays unsplit."""
+        is split, and so is a full grid whose blocks spread unevenly (6483×368×2120: 153 tiles of
+        128×128 on 132 multiprocessors), while 4096³ (whole rounds) stays unsplit."""
         for shape in [
             (4096, 4096, 4096),
             (1024, 1024, 16384),

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One GPU call: `gemmbench tune` over random draws (SEEDS, 40 shapes each) with split-K allowed
 # on any grid, up to WAVES waves of resident blocks (the product's: SPLIT_WAVES in
-# gemm.dispatch.split_allowed), so lab/scripts/fit_rates.py can fit where splitting pays.
+# gemm.dispatch.split_allowed), so lab/scripts/fit_rates.py has split candidates to fit.
 # gemm.dispatch.split_allowed is replaced in this process only. Run after the bundle reset of
 # lab/README.md. Usage: lab/scripts/split-evidence.sh OUTDIR  (env SEEDS, WAVES=4, TUNE_BUDGET=420)
 set -u
