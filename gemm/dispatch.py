@@ -12,8 +12,8 @@ from .variants import VARIANTS, Config, Variant, config_name
 # The fallback heuristic (docs/tuning.md): each candidate's time from the blocks its busiest
 # multiprocessor runs, in rounds of its resident blocks (an idle slot of a part-filled last round
 # costs IDLE_SLOT_COST of a block), and the K a block walks, at its rate relative to the best per
-# widths of A's and B's loads (LOAD_WIDTHS), both fitted to measurements on the H200, else (tile area /
-# 128·256) ** TILE_EFFICIENCY_EXPONENT. Which splits it weighs: ``split_allowed``.
+# widths of A's and B's loads (LOAD_WIDTHS), both fitted to measurements on the H200, else
+# (tile area / 128·256) ** TILE_EFFICIENCY_EXPONENT. Which splits it weighs: ``split_allowed``.
 LOAD_WIDTHS = ((4, 4), (1, 4), (1, 1))
 LOAD_WIDTH_RATES = {
     "BM128-BN256-BK8-WM64-WN64-TM8-TN16-MIN_BLOCKS1-PREFETCH1-UNROLL2": (0.993, 0.901, 0.903),
