@@ -1,4 +1,4 @@
-"""CPU checks of lab/scripts/fit_rates.py: its usage line, and that it recovers a known model from times it generated."""
+"""CPU checks of lab/scripts/fit_rates.py: its usage line, and that it recovers the model that made its times."""
 
 from __future__ import annotations
 
