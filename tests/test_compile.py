@@ -115,7 +115,8 @@ def test_within_budget(variant, config):
         most = max(parse_ptxas_log(reports[kernel]).registers for kernel in launched)
         assert resident_by_registers(variant, config, most) == variant.resident_blocks(config), (
             f"{dict(config)}: {most} registers a thread fit "
-            f"{resident_by_registers(variant, config, most)} blocks, not resident_blocks'"
+            f"{resident_by_registers(variant, config, most)} blocks, not the registry's "
+            f"{variant.resident_blocks(config)} (MIN_BLOCKS)"
         )
 
 

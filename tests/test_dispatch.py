@@ -81,8 +81,9 @@ class TestHeuristic:
                 tiles = dispatch.blocks(COARSENED, config, m, n)
                 slots = 132 * COARSENED.resident_blocks(config)
                 for splits in (1, 2, 5, 17):
+                    within = splits == 1 or tiles * splits <= dispatch.SPLIT_WAVES * slots
                     allowed = dispatch.split_allowed(COARSENED, config, splits, m, n, 132)
-                    assert allowed == (splits == 1 or tiles * splits <= 6 * slots), (shape, splits)
+                    assert allowed == within, (shape, splits)
 
     def test_part_filled_last_round(self):
         """A multiprocessor's blocks run in rounds of its resident blocks; each idle slot of a

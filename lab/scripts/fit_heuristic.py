@@ -1,5 +1,9 @@
 """Fit gemm.dispatch's LOAD_WIDTH_RATES to tune measurements: python lab/scripts/fit_heuristic.py TUNE.json[.gz] [SEEDS]
 
+The coordinate-descent fit of runs 39–117; since run 131 the shipped rates come from
+lab/scripts/fit_rates.py (medians of implied rates, with the idle-slot cost). split_rules.py and
+konly-evidence.sh still use this module's loader and shape helpers.
+
 For each pair of load widths (gemm.dispatch.load_widths of the shape), coordinate descent over each
 configuration's relative rate, maximising the mean log of (the model's choice ÷ cuBLAS) over the
 shapes of those widths, among the candidates the heuristic may take and the tune measured. Prints
