@@ -98,7 +98,7 @@ def measure(out: str, source_file: str | None, seeds: tuple[int, ...], limit: in
             expected = cupy.matmul(a, b)
             scale = float(cupy.abs(expected).max())
             for flags in names:
-                if flags.endswith("T") and (k % 4 or config["TM"] == 12):
+                if len(flags) == 4 and flags[3] == "T" and (k % 4 or config["TM"] == 12):
                     continue  # A's rows off 16 bytes, or the configuration ignores A_ALIGNED
                 c = cupy.full((m, n), cupy.nan, dtype=cupy.float32)
                 launch = launcher(config, splits, flags, m, n, k, a, b, c)
