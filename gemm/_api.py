@@ -96,15 +96,16 @@ def _entry_point(
 ) -> str:
     """The kernel to launch where a row starts off a 16-byte boundary (``a_aligned``: A starts on
     one; ``b_aligned``: B and C do): A's rows' entry point where N is a multiple of 4, else the
-    configuration's unaligned one (for slices of K ``depth`` deep), with A as float4 if it can."""
+    configuration's unaligned one: A as float4 if it can, else by the depth of K's slices."""
     if variant.template_entry and dispatch.load_widths(n, k, a_aligned and b_aligned) != (4, 4):
         if n % 4 == 0 and b_aligned:
             return variant.b_aligned_kernel_name
         if variant.unaligned_entry(config, depth):
+            if k % 4 == 0 and a_aligned:
+                return variant.a_aligned_kernel_name
             if depth <= variant.staged_depth:
                 return variant.staged_kernel_name
-            a_whole = k % 4 == 0 and a_aligned
-            return variant.a_aligned_kernel_name if a_whole else variant.unaligned_kernel_name
+            return variant.unaligned_kernel_name
     return variant.kernel_name
 
 

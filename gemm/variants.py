@@ -50,7 +50,7 @@ class Variant:
     instances ``entry_names`` take rows off 16-byte boundaries: ``b_aligned_kernel_name`` A's
     alone (every configuration); where ``unaligned_entry(config, depth)`` holds for K-slices
     ``depth`` deep, ``unaligned_kernel_name`` B's or C's (``a_aligned_kernel_name`` with A's all
-    on them; ``staged_kernel_name`` slices at most ``staged_depth`` deep), else the aligned one.
+    on them; else ``staged_kernel_name`` slices at most ``staged_depth`` deep), else the aligned one.
     ``dispatch``: with no explicit configuration, ``gemm.dispatch`` picks one (and a split count)
     per shape and GPU; ``resident_blocks``: the blocks of a configuration a multiprocessor holds at
     once (the dispatch's model of rounds). ``switches`` names the constants that turn a kernel
@@ -112,8 +112,8 @@ class Variant:
 
     @property
     def a_aligned_kernel_name(self) -> str:
-        """The unaligned entry point for B's or C's rows alone off 16-byte boundaries: A as float4 (not TM 12)."""
-        return f"gemm_{self.name}<false, false, false, true>"
+        """The unaligned entry point for B's or C's rows alone off 16-byte boundaries: staged, A as float4 (not TM 12)."""
+        return f"gemm_{self.name}<false, false, true, true>"
 
     @property
     def staged_kernel_name(self) -> str:

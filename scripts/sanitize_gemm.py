@@ -33,7 +33,7 @@ SHAPES = [
     (129, 129, 129),
     (129, 33, 257),
     (129, 33, 1029),  # N unaligned, K past coarsened's staged_depth: unstaged entry or fallback
-    (129, 33, 1032),  # and with K a multiple of 4: the unstaged entry that loads A as float4
+    (129, 33, 1032),  # and with K a multiple of 4: the staged entry that loads A as float4
     (128, 132, 130),
     (132, 128, 132),
     (4099, 3, 17),

@@ -160,16 +160,18 @@ def launched(monkeypatch):
 
 def expected_entry(config, rows_off: str | None, depth: int = 0, a_whole: bool = False) -> str:
     """The instance of coarsened's template a launch must take: the aligned one (None), the one
-    for A's rows alone ("A"), else the unaligned one where the configuration has it, staged for
-    slices of K ``depth`` deep or less, and loading A as float4 deeper where ``a_whole`` (A's
-    rows all on 16-byte boundaries)."""
+    for A's rows alone ("A"), else the unaligned one where the configuration has it: loading A
+    as float4 where ``a_whole`` (A's rows all on 16-byte boundaries), else staged for slices of
+    K ``depth`` deep or less."""
     coarsened = VARIANTS["coarsened"]
     if rows_off == "A":
         return coarsened.b_aligned_kernel_name
     if rows_off == "B" and coarsened.unaligned_entry(config, depth):
+        if a_whole:
+            return coarsened.a_aligned_kernel_name
         if depth <= coarsened.staged_depth:
             return coarsened.staged_kernel_name
-        return coarsened.a_aligned_kernel_name if a_whole else coarsened.unaligned_kernel_name
+        return coarsened.unaligned_kernel_name
     return coarsened.kernel_name
 
 
@@ -212,7 +214,7 @@ def test_offset_output(config, splits, rng, launched):
     assert out.data.ptr % 16 == 4
     c = matmul(a, b, variant="coarsened", config=dict(config), splits=splits, out=out)
     check(c, a, b)
-    assert launched[0] == expected_entry(config, "B" if splits == 1 else None, k)
+    assert launched[0] == expected_entry(config, "B" if splits == 1 else None, k, a_whole=True)
 
 
 @gpu

@@ -295,9 +295,11 @@ class TestEntryPoint:
     @pytest.mark.parametrize("config", VARIANTS["coarsened"].configs, ids=config_name)
     def test_shallow_slices_take_the_staged_entry(self, config):
         """Where B's rows are off, slices at most ``staged_depth`` deep take the instance that
-        writes C through shared memory, deeper ones the unaligned one; a configuration that leaves
-        deep slices to the aligned instance's fallback does so past one depth, a whole number of
-        BK-steps (the kernel's slices are), and A's rows alone always take their own entry."""
+        writes C through shared memory, deeper ones the unaligned one, and where A's rows are all
+        on 16-byte boundaries, the staged one that loads A as float4 at every depth; a
+        configuration that leaves deep slices to the aligned instance's fallback does so past
+        one depth, a whole number of BK-steps (the kernel's slices are), and A's rows alone
+        always take their own entry."""
         from gemm._api import _entry_point
 
         coarsened = VARIANTS["coarsened"]
@@ -310,6 +312,8 @@ class TestEntryPoint:
                 staged = depth <= limit
                 name = f"{'staged' if staged else 'unaligned'}_kernel_name"
                 assert entry == getattr(coarsened, name), depth
+                a_whole = _entry_point(coarsened, config, 130, 132, True, True, depth)
+                assert a_whole == coarsened.a_aligned_kernel_name, depth
                 last = depth
             else:
                 assert entry == coarsened.kernel_name, depth

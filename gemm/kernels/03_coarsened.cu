@@ -67,8 +67,8 @@ static_assert(BM / TM % 4 == 0, "C leaves shared memory in whole rows");
 // Entry points of one template, compiled apart so no path changes another's registers (a function
 // inlined into kernels made <true> 8.5% slower; C staged in <false> cost its deep slices 4%).
 // <true>: float4 tiles where a run-time check finds every row of A, B, C on a 16-byte boundary,
-// else one float at a time. <false>: one float at a time; <false, true>: B's and C's as float4,
-// <false, false, false, true>: A's (the caller checked); <false, false, true>: C staged (below).
+// else one float at a time. <false>: one float at a time; <false, true>: B's and C's as float4;
+// <false, false, true>: C staged (below); <false, false, true, true>: that, A's as float4 (checked).
 template <bool ALIGNED, bool B_ALIGNED = ALIGNED, bool STAGED_C = false, bool A_ALIGNED = false>
 __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
 gemm_coarsened(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,
@@ -286,8 +286,8 @@ template __global__ void gemm_coarsened<false, true>(const float*, const float*,
                                                      int, int);
 template __global__ void gemm_coarsened<false, false, true>(const float*, const float*, float*,
                                                             int, int, int);
-template __global__ void gemm_coarsened<false, false, false, true>(const float*, const float*,
-                                                                   float*, int, int, int);
+template __global__ void gemm_coarsened<false, false, true, true>(const float*, const float*,
+                                                                  float*, int, int, int);
 
 // Split-K's second pass: C = sum over z of W[z], added in order z = 0, 1, ... for every element.
 extern "C" __global__ void gemm_coarsened_sum_splits(const float* __restrict__ W,

@@ -42,7 +42,7 @@ TEMPLATE_ENTRIES = (
     "gemm_coarsened<false>",
     "gemm_coarsened<false, true>",
     "gemm_coarsened<false, false, true>",
-    "gemm_coarsened<false, false, false, true>",
+    "gemm_coarsened<false, false, true, true>",
 )
 _INSTRUCTION = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(.*?)\s*;")
 
