@@ -112,7 +112,7 @@ class Variant:
 
     @property
     def a_aligned_kernel_name(self) -> str:
-        """The unaligned entry point for B's or C's rows alone off 16-byte boundaries: staged, A as float4 (not TM 12)."""
+        """The unaligned entry point for B's or C's rows alone off 16-byte boundaries: staged, A as float4."""
         return f"gemm_{self.name}<false, false, true, true>"
 
     @property
