@@ -42,7 +42,6 @@ TEMPLATE_ENTRIES = (
     "gemm_coarsened<false>",
     "gemm_coarsened<false, true>",
     "gemm_coarsened<false, false, true>",
-    "gemm_coarsened<false, false, true, true>",
 )
 _INSTRUCTION = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(.*?)\s*;")
 
@@ -110,9 +109,14 @@ def _symbol(entry: str, functions: list[str]) -> str:
 def entries_of(source: str) -> tuple[str, ...]:
     """The coarsened entry points a revision's source defines."""
     if re.search(r"bool A_ALIGNED = false>\s*__global__", source):
-        return TEMPLATE_ENTRIES
+        # The fifth instance as the revision instantiates it: <false, false, false, true> until
+        # the staged one with A as float4 took its place.
+        fifth = re.search(
+            r"template __global__ void (gemm_coarsened<\w+, \w+, \w+, \w+>)\(", source
+        )
+        return TEMPLATE_ENTRIES + (fifth.group(1),)
     if re.search(r"bool STAGED_C = false>\s*__global__", source):
-        return TEMPLATE_ENTRIES[:4]
+        return TEMPLATE_ENTRIES
     if re.search(r"template <bool ALIGNED, bool B_ALIGNED = ALIGNED>\s*__global__", source):
         return TEMPLATE_ENTRIES[:3]
     if re.search(r"template <bool ALIGNED>\s*__global__", source):
