@@ -37,12 +37,8 @@ from gemm.variants import config_name  # noqa: E402
 SOURCE = "gemm/kernels/03_coarsened.cu"
 ROOT = Path(__file__).resolve().parents[2]
 ENTRIES = ("gemm_coarsened", "gemm_coarsened_unaligned")  # before the template kernel
-TEMPLATE_ENTRIES = (
-    "gemm_coarsened<true>",
-    "gemm_coarsened<false>",
-    "gemm_coarsened<false, true>",
-    "gemm_coarsened<false, false, true>",
-)
+# Since the template kernel, each entry point is an explicit instantiation in the source.
+_INSTANCE = re.compile(r"template __global__ void (gemm_coarsened<[^>]*>)\(")
 _INSTRUCTION = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(.*?)\s*;")
 
 
@@ -108,20 +104,8 @@ def _symbol(entry: str, functions: list[str]) -> str:
 
 def entries_of(source: str) -> tuple[str, ...]:
     """The coarsened entry points a revision's source defines."""
-    if re.search(r"bool A_ALIGNED = false>\s*__global__", source):
-        # The fifth instance as the revision instantiates it: <false, false, false, true> until
-        # the staged one with A as float4 took its place.
-        fifth = re.search(
-            r"template __global__ void (gemm_coarsened<\w+, \w+, \w+, \w+>)\(", source
-        )
-        return TEMPLATE_ENTRIES + (fifth.group(1),)
-    if re.search(r"bool STAGED_C = false>\s*__global__", source):
-        return TEMPLATE_ENTRIES
-    if re.search(r"template <bool ALIGNED, bool B_ALIGNED = ALIGNED>\s*__global__", source):
-        return TEMPLATE_ENTRIES[:3]
-    if re.search(r"template <bool ALIGNED>\s*__global__", source):
-        return TEMPLATE_ENTRIES[:2]
-    return tuple(e for e in ENTRIES if re.search(rf"\b{e}\s*\(", source))
+    instances = tuple(_INSTANCE.findall(source))
+    return instances or tuple(e for e in ENTRIES if re.search(rf"\b{e}\s*\(", source))
 
 
 def ffmas_from_loads_to_stores(instructions: list[str]) -> list[int]:
