@@ -1,11 +1,12 @@
 """Lab: coarsened's template instances on one shape, launched once each in a profiler range (ncu), or timed.
 
-    python3 lab/scripts/instance_profile.py launch SHAPE CONFIG [FLAGS ...]   (under ncu)
-    python3 lab/scripts/instance_profile.py time SHAPE CONFIG [FLAGS ...]
+    python3 lab/scripts/instance_profile.py launch SHAPE CONFIG [FLAGS ...] [--source FILE]   (under ncu)
+    python3 lab/scripts/instance_profile.py time SHAPE CONFIG [FLAGS ...] [--source FILE]
 
 SHAPE is MxNxK, CONFIG a registry name (docs/tuning.md), FLAGS instances named as
 ``instance_cost.py`` names them (T, FTFT, FFTF, ...; default: every one that can run on SHAPE),
-unsplit. ``launch`` warms each instance (three launches), then launches each once between
+unsplit; ``--source`` compiles another kernel file (an experiment) under the same names.
+``launch`` warms each instance (three launches), then launches each once between
 cudaProfilerStart and Stop, in the order given, and cuBLAS last; it prints that order, one label
 a line, so ncu's kernels can be named. ``time`` prints each instance's median time over 15
 samples, alternating from a cold L2 (gemmbench's DeviceTimer), and its speed ÷ the first's.
@@ -27,6 +28,10 @@ REPEAT = 15
 
 
 def main(argv: list[str]) -> int:
+    source_file = None
+    if "--source" in argv[:-1]:
+        at = argv.index("--source")
+        source_file, argv = argv[at + 1], argv[:at] + argv[at + 2 :]
     if len(argv) < 3 or argv[0] not in ("launch", "time"):
         print(__doc__.splitlines()[2].strip(), file=sys.stderr)
         return 2
@@ -55,7 +60,7 @@ def main(argv: list[str]) -> int:
     import numpy
 
     module = cupy.RawModule(
-        code=_loader.read_source(variant.source),
+        code=Path(source_file).read_text() if source_file else _loader.read_source(variant.source),
         options=_loader.compile_options(config),
         name_expressions=[kernel_name(f) for f in flags],
     )
