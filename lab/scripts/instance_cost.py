@@ -44,6 +44,32 @@ def kernel_name(flags: str) -> str:
     return f"gemm_coarsened<{template_args(flags)}>"
 
 
+def runnable(n: int, k: int, config) -> tuple[str, ...]:
+    """The instances that can run on a shape: where N is off a multiple of 4 those that load B
+    one float at a time, else all of them; the aligned one only where K is a multiple of 4, and
+    those with A_ALIGNED only there and where the configuration honours it (TM ≠ 12)."""
+    names = V_INSTANCES if n % 4 == 0 else U_INSTANCES
+    a_aligned = k % 4 == 0 and config["TM"] != 12
+    return tuple(f for f in names if (k % 4 == 0 if f == "T" else a_aligned or not f.endswith("T")))
+
+
+def compile_instances(source: str, config, flags, extra=()) -> dict:
+    """Each instance of ``flags`` (and each kernel named in ``extra``) of ``source`` compiled for
+    ``config``, by its name."""
+    import cupy
+
+    from gemm import _loader
+
+    names = [kernel_name(f) for f in flags]
+    module = cupy.RawModule(
+        code=source, options=_loader.compile_options(config), name_expressions=names + list(extra)
+    )
+    return {
+        **{f: module.get_function(kernel_name(f)) for f in flags},
+        **{e: module.get_function(e) for e in extra},
+    }
+
+
 def measure(out: str, source_file: str | None, seeds: tuple[int, ...], limit: int) -> int:
     import cupy
     import numpy
@@ -60,12 +86,7 @@ def measure(out: str, source_file: str | None, seeds: tuple[int, ...], limit: in
     def kernels(config):
         key = config_name(config)
         if key not in modules:
-            names = [kernel_name(f) for f in V_INSTANCES] + [variant.sum_kernel_name]
-            module = cupy.RawModule(
-                code=source, options=_loader.compile_options(config), name_expressions=names
-            )
-            modules[key] = {f: module.get_function(kernel_name(f)) for f in V_INSTANCES}
-            modules[key]["sum"] = module.get_function(variant.sum_kernel_name)
+            modules[key] = compile_instances(source, config, V_INSTANCES, [variant.sum_kernel_name])
         return modules[key]
 
     def launcher(config, splits, flags, m, n, k, a, b, c):
@@ -80,7 +101,9 @@ def measure(out: str, source_file: str | None, seeds: tuple[int, ...], limit: in
             if splits > 1:
                 total = m * n
                 blocks = min(-(-total // 256), gpu.sm_count * 16)
-                funcs["sum"]((blocks,), (256,), (work, c, numpy.int64(total), numpy.int32(splits)))
+                funcs[variant.sum_kernel_name](
+                    (blocks,), (256,), (work, c, numpy.int64(total), numpy.int32(splits))
+                )
 
         return launch
 
@@ -93,12 +116,9 @@ def measure(out: str, source_file: str | None, seeds: tuple[int, ...], limit: in
         steps = -(-u[2] // config["BK"])
         depth = -(-steps // splits) * config["BK"]
         launches, errors = {}, {}
-        for label, shape, names in (("U", u, U_INSTANCES), ("V", v, V_INSTANCES)):
-            m, n, k = shape
+        for label, (m, n, k) in (("U", u), ("V", v)):
             a, b = gm.inputs(m, n, k)
-            for flags in names:
-                if len(flags) == 4 and flags[3] == "T" and (k % 4 or config["TM"] == 12):
-                    continue  # A's rows off 16 bytes, or the configuration ignores A_ALIGNED
+            for flags in runnable(n, k, config):
                 c = cupy.full((m, n), cupy.nan, dtype=cupy.float32)
                 launch = launcher(config, splits, flags, m, n, k, a, b, c)
                 launch()

@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from instance_cost import V_INSTANCES, kernel_name  # noqa: E402
+from instance_cost import compile_instances, runnable  # noqa: E402
 
 REPEAT = 15
 
@@ -47,31 +47,19 @@ def main(argv: list[str]) -> int:
         return 2
     config = by_name[name]
     m, n, k = (int(x) for x in shape.split("x"))
-    if not flags:
-        b_ok = n % 4 == 0
-        flags = [
-            f
-            for f in V_INSTANCES
-            if (b_ok or (len(f) == 4 and f[1] == "F"))
-            and (f != "T" or (b_ok and k % 4 == 0))
-            and not (len(f) == 4 and f[3] == "T" and (k % 4 or config["TM"] == 12))
-        ]
+    flags = flags or list(runnable(n, k, config))
     import cupy
     import numpy
 
-    module = cupy.RawModule(
-        code=Path(source_file).read_text() if source_file else _loader.read_source(variant.source),
-        options=_loader.compile_options(config),
-        name_expressions=[kernel_name(f) for f in flags],
-    )
+    source = Path(source_file).read_text() if source_file else _loader.read_source(variant.source)
+    funcs = compile_instances(source, config, flags)
     grid, threads = _api._grid(variant, config, m, n, 1), variant.threads(config)
     a, b = gm.inputs(m, n, k)
     dims = (numpy.int32(m), numpy.int32(n), numpy.int32(k))
     launches = {}
     for f in flags:
         c = cupy.full((m, n), cupy.nan, dtype=cupy.float32)
-        func = module.get_function(kernel_name(f))
-        launches[f] = lambda func=func, c=c: func(grid, threads, (a, b, c, *dims))
+        launches[f] = lambda func=funcs[f], c=c: func(grid, threads, (a, b, c, *dims))
         launches[f]()
         error = gm.relative_error(c, m, n, k) / gm.error_bound(k)
         if not error <= 1:
