@@ -16,6 +16,8 @@ experiment) under the same names. Samples alternate between the instances from a
 ``report``: per class of slice depth (staged ≤ 1024, deeper), the median speed of each
 (shape, instance) relative to V through the aligned instance (flops ÷ time), so a value of 0.93
 means 7% slower than the aligned neighbour on its own best path.
+
+Exit 0; 1 where an output was wrong; 2 for usage, or a file ``report`` cannot read.
 """
 
 from __future__ import annotations
@@ -159,8 +161,12 @@ def measure(out: str, source_file: str | None, seeds: tuple[int, ...], limit: in
 
 
 def report(path: str) -> int:
-    rows = json.loads(Path(path).read_text())["rows"]
-    bad = [(r["u"], k, e) for r in rows for k, e in r["errors"].items() if not e <= 1]
+    try:
+        rows = json.loads(Path(path).read_text())["rows"]
+        bad = [(r["u"], k, e) for r in rows for k, e in r["errors"].items() if not e <= 1]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
+        print(f"instance_cost.py report: cannot read {path}: {error}", file=sys.stderr)
+        return 2
     for shape, key, error in bad:
         print(f"WRONG: {shape} {key} error ÷ bound {error}")
     for name, keep in (
