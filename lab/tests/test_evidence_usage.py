@@ -135,19 +135,23 @@ def test_split_rules_bad_tune_file(tmp_path, text):
     assert proc.stderr.startswith("split_rules.py: ") and len(proc.stderr.splitlines()) == 1
 
 
-@pytest.mark.parametrize("content", [None, "not json", '{"rows": [{"u": [1, 2, 3]}]}'])
-def test_instance_cost_report_bad_file(tmp_path, content):
-    """instance_cost.py report on a missing, unparsable or incomplete file: one line, exit 2."""
-    path = tmp_path / "cost.json"
-    if content is not None:
-        path.write_text(content)
-    proc = subprocess.run(
+def run_instance_cost_report(path):
+    return subprocess.run(
         [sys.executable, "lab/scripts/instance_cost.py", "report", str(path)],
         cwd=ROOT,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
         capture_output=True,
         text=True,
     )
+
+
+@pytest.mark.parametrize("content", [None, "not json", '{"rows": [{"u": [1, 2, 3]}]}'])
+def test_instance_cost_report_bad_file(tmp_path, content):
+    """instance_cost.py report on a missing, unparsable or incomplete file: one line, exit 2."""
+    path = tmp_path / "cost.json"
+    if content is not None:
+        path.write_text(content)
+    proc = run_instance_cost_report(path)
     assert proc.returncode == 2, proc.stderr
     assert len(proc.stderr.splitlines()) == 1 and "cannot read" in proc.stderr, proc.stderr
 
@@ -165,12 +169,6 @@ def test_instance_cost_report_reads_archive(tmp_path):
     ]
     path = tmp_path / "cost.json"
     path.write_text(json.dumps({"rows": rows}))
-    proc = subprocess.run(
-        [sys.executable, "lab/scripts/instance_cost.py", "report", str(path)],
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        capture_output=True,
-        text=True,
-    )
+    proc = run_instance_cost_report(path)
     assert proc.returncode == 0, proc.stderr
     assert "U-FFTF   0.900 (1)" in proc.stdout and "U-FFTF   0.950 (1)" in proc.stdout
