@@ -17,7 +17,8 @@ experiment) under the same names. Samples alternate between the instances from a
 (shape, instance) relative to V through the aligned instance (flops ÷ time), so a value of 0.93
 means 7% slower than the aligned neighbour on its own best path.
 
-Exit 0; 1 where an output was wrong; 2 for usage, or a file ``report`` cannot read.
+Exit 0; ``report`` 1 where an output was wrong (``measure`` records it); 2 for usage, or a
+file ``report`` cannot read.
 """
 
 from __future__ import annotations
