@@ -39,6 +39,7 @@ def main(argv: list[str]) -> int:
     from gemm import _api, _loader
     from gemm.variants import config_name, get_variant
     from gemmbench import measure as gm
+    from gemmbench.config import parse_shape
 
     variant = get_variant("coarsened")
     by_name = {config_name(c): c for c in variant.configs}
@@ -46,7 +47,11 @@ def main(argv: list[str]) -> int:
         print(f"instance_profile: no configuration {name}", file=sys.stderr)
         return 2
     config = by_name[name]
-    m, n, k = (int(x) for x in shape.split("x"))
+    try:
+        m, n, k = parse_shape(shape)
+    except ValueError:
+        print(f"instance_profile: shape {shape!r} is not N or MxNxK", file=sys.stderr)
+        return 2
     flags = flags or list(runnable(n, k, config))
     import cupy
     import numpy

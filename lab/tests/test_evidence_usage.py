@@ -172,3 +172,20 @@ def test_instance_cost_report_reads_archive(tmp_path):
     proc = run_instance_cost_report(path)
     assert proc.returncode == 0, proc.stderr
     assert "U-FFTF   0.900 (1)" in proc.stdout and "U-FFTF   0.950 (1)" in proc.stdout
+
+
+@pytest.mark.parametrize("shape", ["40x5", "abc", "0"])
+def test_instance_profile_bad_shape(shape):
+    """instance_profile.py with a shape that is not N or MxNxK: one line, exit 2, before any GPU work."""
+    from gemm.variants import config_name, get_variant
+
+    config = config_name(get_variant("coarsened").config)
+    proc = subprocess.run(
+        [sys.executable, "lab/scripts/instance_profile.py", "time", shape, config, "T"],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.startswith("instance_profile: shape ") and len(proc.stderr.splitlines()) == 1
