@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # compute-sanitizer over every variant and configuration (memcheck, racecheck), and proof that it
 # catches a planted out-of-bounds write and a planted race. The checks run side by side, each
-# tool's sweep in SANITIZE_SHARDS (default 4) processes that split the shapes, so the wall time is
-# the slowest process's rather than the sum. Usage: scripts/sanitize.sh [LOGDIR]
+# tool's sweep in SANITIZE_SHARDS (default 4) processes, each making an equal share of every
+# shape's launches, so the wall time is about the sum divided by the shards. Usage: scripts/sanitize.sh [LOGDIR]
 # Exit: 0 clean and both plants caught; 1 otherwise; 2 usage; 4 no compute-sanitizer on PATH.
 set -uo pipefail
 [[ $# -le 1 && ${1:-x} != -* && ${1-x} != "" ]] || { echo "usage: scripts/sanitize.sh [LOGDIR]" >&2; exit 2; }
 shards=${SANITIZE_SHARDS:-4}
-# At most 16: each process is a CUDA context of its own, and there are 17 shapes to share out.
+# At most 16: each process is a CUDA context of its own.
 [[ $shards =~ ^([1-9]|1[0-6])$ ]] || { echo "SANITIZE_SHARDS must be a whole number from 1 to 16, not '$shards'" >&2; exit 2; }
 cd "$(dirname "$0")/.."
 logdir=${1:-sanitizer-logs}

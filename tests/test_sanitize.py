@@ -1,5 +1,5 @@
 """scripts/sanitize.sh and scripts/sanitize_gemm.py without a GPU: what is launched, how the
-shapes are sharded, and the verdicts drawn from compute-sanitizer's exits and reports."""
+launches are sharded, and the verdicts drawn from compute-sanitizer's exits and reports."""
 
 from __future__ import annotations
 
@@ -124,13 +124,21 @@ def test_verdicts_of_an_earlier_run_are_not_read(tmp_path):
     assert "FAIL  memcheck-planted-out-of-bounds: no verdict" in proc.stdout
 
 
-@pytest.mark.parametrize("shards", [1, 2, 4, 5])
-def test_shards_run_every_case_once(shards):
-    cases = sanitize_gemm.operand_specs()
-    shared = [spec for i in range(shards) for spec in sanitize_gemm.operand_specs(i, shards)]
-    assert sorted(shared) == sorted(cases) and len(cases) == len(sanitize_gemm.SHAPES) + len(
-        sanitize_gemm.VIEWS
-    )
+@pytest.mark.parametrize("shards", [1, 2, 4, 5, 45])
+def test_shards_make_every_launch_once_and_share_each_case(shards):
+    """Together the shards make each launch of the plan on each case once, and every shard takes
+    an equal share, to within one, of every case's launches: no shard holds a deep case alone."""
+    cases, plan = sanitize_gemm.operand_specs(), sanitize_gemm.launch_plan()
+    assert len(cases) == len(sanitize_gemm.SHAPES) + len(sanitize_gemm.VIEWS)
+    everything = [(case, launch) for case in cases for launch in plan]
+    made = [pair for i in range(shards) for pair in sanitize_gemm.shard_launches(i, shards)]
+    assert sorted(map(repr, made)) == sorted(map(repr, everything))
+    for case in cases:
+        counts = [
+            sum(spec == case for spec, _ in sanitize_gemm.shard_launches(i, shards))
+            for i in range(shards)
+        ]
+        assert max(counts) - min(counts) <= 1, (case, counts)
 
 
 @pytest.mark.parametrize(
