@@ -77,7 +77,7 @@ def shard_launches(
 ) -> list[tuple[tuple[int, int, int, int, int], tuple[str, dict | None, int | None]]]:
     """(case, launch) pairs of this shard: the case-th's launch j where (case + j) % shards is
     shard. Every case's launches are dealt out over all shards, because one deep case costs
-    racecheck more than a dozen small ones: shards of whole cases once ran 61 to 166 s. Shards 0
+    racecheck more than a dozen small ones: shards of whole cases once ran 54 to 169 s. Shards 0
     to shards-1 together make each launch of ``launch_plan`` on each case once."""
     plan = launch_plan()
     return [
