@@ -19,7 +19,7 @@ timed) and prints per class, over the pairs with both sides measured, p10 / medi
 three ways: the dispatch's choice on both sides (table on, as ``report``), the best measured
 candidate on both sides, and the unaligned shape's best against the neighbour's choice; then, per
 configuration, the median gap of the same candidate on both sides. It says how much of a class's
-gap any dispatch could close. Exit 0, 2 for a bad file or usage.
+gap a choice among those candidates could close. Exit 0, 2 for a bad file or usage.
 """
 
 from __future__ import annotations
