@@ -2,7 +2,8 @@
 # compute-sanitizer over every variant and configuration (memcheck, racecheck), and proof that it
 # catches a planted out-of-bounds write and a planted race. The checks run side by side, each
 # tool's sweep in SANITIZE_SHARDS (default 4) processes, each making an equal share of every
-# shape's launches, so the wall time is about the sum divided by the shards. Usage: scripts/sanitize.sh [LOGDIR]
+# shape's launches, so the wall time is about the sum divided by the shards.
+# Usage: scripts/sanitize.sh [LOGDIR]
 # Exit: 0 clean and both plants caught; 1 otherwise; 2 usage; 4 no compute-sanitizer on PATH.
 set -uo pipefail
 [[ $# -le 1 && ${1:-x} != -* && ${1-x} != "" ]] || { echo "usage: scripts/sanitize.sh [LOGDIR]" >&2; exit 2; }
