@@ -60,6 +60,11 @@ def klass(shape) -> str:
     )
 
 
+def gap(shape, near, seconds: float, near_seconds: float) -> float:
+    """The unaligned shape's speed (flops ÷ time) over its neighbour's; M is shared."""
+    return near_seconds / seconds * (shape[1] * shape[2]) / (near[1] * near[2])
+
+
 def report(path: str, seeds=SEEDS) -> str:
     data = json.loads(Path(path).read_text(encoding="utf-8"))
     times: dict[tuple, dict[str, float]] = {}
@@ -71,10 +76,9 @@ def report(path: str, seeds=SEEDS) -> str:
     for shape, near in pairs(seeds):
         if shape not in times or near not in times:
             continue
-        flops_ratio = (shape[1] * shape[2]) / (near[1] * near[2])  # M is shared
         row = {}
         for variant in ("coarsened", "cublas"):
-            speed = times[near][variant] / times[shape][variant] * flops_ratio
+            speed = gap(shape, near, times[shape][variant], times[near][variant])
             gaps.setdefault(klass(shape), {}).setdefault(variant, []).append(speed)
             row[variant] = speed
         lines.append(
@@ -114,21 +118,23 @@ def oracle(path: str, seeds=SEEDS, gpu=H200) -> str:
     gaps: dict[str, dict[str, list[float]]] = {}
     same: dict[str, dict[str, list[float]]] = {}
     for shape, near in pairs(seeds):
-        if shape not in times or near not in times or None in (choice(shape), choice(near)):
+        if shape not in times or near not in times:
             continue
-        flops_ratio = (shape[1] * shape[2]) / (near[1] * near[2])
+        chosen_u, chosen_v = choice(shape), choice(near)
+        if chosen_u is None or chosen_v is None:
+            continue
         best_u, best_v = min(times[shape].values()), min(times[near].values())
         row = gaps.setdefault(klass(shape), {})
-        for way, (v, u) in {
-            "chosen": (choice(near), choice(shape)),
-            "best": (best_v, best_u),
-            "best ÷ chosen": (choice(near), best_u),
+        for way, (u, v) in {
+            "chosen": (chosen_u, chosen_v),
+            "best": (best_u, best_v),
+            "best ÷ chosen": (best_u, chosen_v),
         }.items():
-            row.setdefault(way, []).append(v / u * flops_ratio)
-        for (config, splits), seconds in times[shape].items():
-            if (config, splits) in times[near]:
-                ratio = times[near][(config, splits)] / seconds * flops_ratio
-                same.setdefault(klass(shape), {}).setdefault(config, []).append(ratio)
+            row.setdefault(way, []).append(gap(shape, near, u, v))
+        for candidate, seconds in times[shape].items():
+            if candidate in times[near]:
+                ratio = gap(shape, near, seconds, times[near][candidate])
+                same.setdefault(klass(shape), {}).setdefault(candidate[0], []).append(ratio)
     lines = [
         "| class | pairs | chosen p10 / median | best p10 / median | best ÷ chosen p10 / median |",
         "|---|--:|--:|--:|--:|",

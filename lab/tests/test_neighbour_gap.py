@@ -13,9 +13,7 @@ from gemm.variants import config_name
 
 SCRIPT = REPO_ROOT / "lab" / "scripts" / "neighbour_gap.py"
 sys.path.insert(0, str(SCRIPT.parent))
-from neighbour_gap import klass, pairs  # noqa: E402
-
-H200 = dispatch.Gpu("NVIDIA H200", "90", 132)
+from neighbour_gap import H200, klass, pairs  # noqa: E402
 
 
 def run(*args: str) -> subprocess.CompletedProcess:
