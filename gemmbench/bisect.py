@@ -63,7 +63,7 @@ class Step:
 
     @property
     def slower(self) -> bool:
-        return self.exit_code == exitcodes.FAILED
+        return self.exit_code == exitcodes.REGRESSION
 
     def line(self) -> str:
         ratio = "" if self.ratio is None else f", head/good {self.ratio:.3f}"
@@ -205,7 +205,7 @@ class Bisection:
         at_fault = [c for c in report.comparisons if c.verdict in HEAD_AT_FAULT]
         shown = mine[0] if mine else (at_fault[0] if at_fault else None)
         verdict = shown.verdict if shown else report.status
-        if report.exit_code not in (exitcodes.OK, exitcodes.FAILED):
+        if report.exit_code not in (exitcodes.OK, exitcodes.REGRESSION):
             verdict = report.status  # no verdict on the code: the gate's outcome instead
         step = Step(
             commit,

@@ -168,7 +168,7 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
             "calibrate",
             {
                 0: "calibrated",
-                1: "an A/A run failed on a broken benchmark",
+                6: "an A/A run failed on a broken benchmark",
                 3: "inconclusive (a run was throttled or unstable, or too noisy: nothing written)",
             },
         ),
@@ -238,7 +238,9 @@ def one_run(args: argparse.Namespace, path: Path) -> gate_api.Report:
     if report.status == INTERRUPTED:
         raise KeyboardInterrupt
     if any(c.verdict in gate_api.HEAD_AT_FAULT for c in report.comparisons):
-        raise CalibrationError(exitcodes.FAILED, f"a benchmark is broken: {report.reasons[0]}")
+        raise CalibrationError(
+            exitcodes.CHECK_FAILED, f"a benchmark is broken: {report.reasons[0]}"
+        )
     return report
 
 
@@ -284,7 +286,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "is not quiet enough to calibrate on: nothing written",
                 )
             if report.status not in (PASS, REGRESSION, INCONCLUSIVE):
-                code = exitcodes.INFRASTRUCTURE if report.status == INFRA else exitcodes.FAILED
+                code = (
+                    exitcodes.INFRASTRUCTURE if report.status == INFRA else exitcodes.CHECK_FAILED
+                )
                 raise CalibrationError(code, f"A/A run {i + 1}: {report.status}")
     except CalibrationError as exc:
         print(f"gemmbench calibrate: {exc}", file=sys.stderr)

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 OK = 0
-FAILED = 1
+REGRESSION = 1
 USAGE = 2
 INCONCLUSIVE = 3
 INFRASTRUCTURE = 4
 IDENTITY_MISMATCH = 5
+CHECK_FAILED = 6
 INTERRUPTED = 130
 TERMINATED = 143
 
@@ -23,10 +24,10 @@ class CommandStop(Exception):
 # code -> (name, meaning): what a workflow step reading the code may rely on, for every command.
 TABLE: dict[int, tuple[str, str]] = {
     OK: ("ok", "the command did what it was asked and found nothing wrong"),
-    FAILED: (
-        "failed",
-        "a regression (gate), a wrong result (report, calibrate, tune), or a failed check "
-        "(check-results, history: a commit that could not be benchmarked)",
+    REGRESSION: (
+        "regression",
+        "the gate found head slower than base, broken where base ran, or refused its timings; "
+        "nothing else returns 1",
     ),
     USAGE: ("usage", "bad arguments, files or configuration; the message says which"),
     INCONCLUSIVE: (
@@ -45,20 +46,25 @@ TABLE: dict[int, tuple[str, str]] = {
         "the machine name is recorded with another GPU identity (GPU, driver, CUDA, CuPy, clocks, "
         "MIG); results would mix",
     ),
+    CHECK_FAILED: (
+        "check failed",
+        "a wrong result (report, calibrate, tune, tests), a commit whose benchmarks failed "
+        "(history), or a file that fails validation (check-results): fix it and rerun",
+    ),
     INTERRUPTED: ("interrupted", "Ctrl-C (SIGINT); work done so far is kept or cleaned up"),
     TERMINATED: ("terminated", "SIGTERM, as a cancelled CI job sends; as for 130"),
 }
 
 # Which codes each command can return; the docs' table is checked against this too.
 COMMANDS: dict[str, tuple[int, ...]] = {
-    "gate": (OK, FAILED, USAGE, INCONCLUSIVE, INFRASTRUCTURE, INTERRUPTED, TERMINATED),
+    "gate": (OK, REGRESSION, USAGE, INCONCLUSIVE, INFRASTRUCTURE, INTERRUPTED, TERMINATED),
     "bisect": (OK, USAGE, INCONCLUSIVE, INFRASTRUCTURE, INTERRUPTED),
-    "calibrate": (OK, FAILED, USAGE, INCONCLUSIVE, INFRASTRUCTURE, INTERRUPTED),
-    "history": (OK, FAILED, USAGE, INFRASTRUCTURE, IDENTITY_MISMATCH, INTERRUPTED),
+    "calibrate": (OK, CHECK_FAILED, USAGE, INCONCLUSIVE, INFRASTRUCTURE, INTERRUPTED),
+    "history": (OK, CHECK_FAILED, USAGE, INFRASTRUCTURE, IDENTITY_MISMATCH, INTERRUPTED),
     "machine": (OK, USAGE, INFRASTRUCTURE, IDENTITY_MISMATCH, INTERRUPTED),
-    "check-results": (OK, FAILED, USAGE, INFRASTRUCTURE, INTERRUPTED),
-    "report": (OK, FAILED, USAGE, INFRASTRUCTURE, INTERRUPTED),
-    "tune": (OK, FAILED, USAGE, INFRASTRUCTURE, INTERRUPTED),
+    "check-results": (OK, CHECK_FAILED, USAGE, INFRASTRUCTURE, INTERRUPTED),
+    "report": (OK, CHECK_FAILED, USAGE, INFRASTRUCTURE, INTERRUPTED),
+    "tune": (OK, CHECK_FAILED, USAGE, INFRASTRUCTURE, INTERRUPTED),
 }
 
 

@@ -20,11 +20,10 @@ from gemmbench.git import detached_worktrees, git
 from gemmbench.history_install import HistoryError, Mismatch, NoGpu, log
 
 # Exit statuses, from the one table (gemmbench/exitcodes.py, docs/exit-codes.md): 0 every commit
-# stored; 1 some commit's benchmarks failed; 2 usage or setup error; 4 no usable GPU; 5 the
-# machine's recorded GPU is not this one (it was 3, which now only means "inconclusive");
-# 130 interrupted.
+# stored; 6 some commit's benchmarks failed; 2 usage or setup error; 4 no usable GPU; 5 the
+# machine's recorded GPU is not this one; 130 interrupted.
 EXIT_FAILED, EXIT_SETUP, EXIT_MISMATCH, EXIT_NO_GPU, EXIT_INTERRUPTED = (
-    exitcodes.FAILED,
+    exitcodes.CHECK_FAILED,
     exitcodes.USAGE,
     exitcodes.IDENTITY_MISMATCH,
     exitcodes.INFRASTRUCTURE,

@@ -234,4 +234,4 @@ def network_history(opts, repo: Path, results_dir: Path, commits: list[str]) -> 
         os.unlink(hashfile.name)
     missing = [s for s in todo if not stored_result_files(results_dir, opts.machine, s, False)]
     log(f"{len(commits) - len(missing)} of {len(commits)} commits stored for {opts.machine!r}")
-    return exitcodes.FAILED if status != 0 or missing else 0
+    return exitcodes.CHECK_FAILED if status != 0 or missing else 0

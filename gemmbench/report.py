@@ -54,7 +54,7 @@ def _parser(variants: list[str]) -> OneLineErrorParser:
         "(gemmbench.measure), and print time, TFLOP/s, the fraction of the baseline reached and "
         "the speed-up over the first variant.",
         epilog=exitcodes.epilog(
-            "report", {0: "all correct", 1: "a variant gave a wrong result", 4: "no usable GPU"}
+            "report", {0: "all correct", 6: "a variant gave a wrong result", 4: "no usable GPU"}
         ),
     )
     p.add_argument(
@@ -287,7 +287,7 @@ def main(argv: list[str] | None = None) -> int:
     if wrong:
         names = ", ".join(f"{r['variant']} at {r['shape']}" for r in wrong)
         print(f"gemmbench report: results differ from the reference: {names}", file=sys.stderr)
-        return exitcodes.FAILED
+        return exitcodes.CHECK_FAILED
     return exitcodes.OK
 
 

@@ -181,7 +181,7 @@ def count_result_files(results_dir: Path, machine: str | None = None) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = OneLineErrorParser(
         prog="python -m gemmbench check-results",
-        description="Validate every asv result file and machine.json; exit 1 naming each bad one.",
+        description="Validate every asv result file and machine.json; exit 6 naming each bad one.",
     )
     parser.add_argument("--results-dir", type=Path, default=Path(".asv/results"))
     parser.add_argument("--machine", help="only this machine, which must have results")
@@ -211,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"{args.results_dir}; check --machine (machines there: {here or 'none'})",
                 file=sys.stderr,
             )
-            return exitcodes.FAILED
+            return exitcodes.USAGE
         problems = list(iter_problems(args.results_dir, args.machine))
     except OSError as exc:
         print(
@@ -228,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
             "them (history measures a deleted commit again)",
             file=sys.stderr,
         )
-        return exitcodes.FAILED
+        return exitcodes.CHECK_FAILED
     count = count_result_files(args.results_dir, args.machine)
     print(f"check-results: {count} result file(s) in {args.results_dir} are valid")
     return exitcodes.OK

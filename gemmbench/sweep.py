@@ -378,5 +378,5 @@ def main(
             f"{column_label(r['variant'], r['dispatch'])} at {r['shape']}" for r in wrong
         )
         print(f"gemmbench report: results differ from the reference: {names}", file=sys.stderr)
-        return exitcodes.FAILED
+        return exitcodes.CHECK_FAILED
     return exitcodes.OK

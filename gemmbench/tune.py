@@ -291,11 +291,11 @@ def main(argv: list[str] | None = None) -> int:
             f"{r['config']}×{r['splits']} at {r['m']}x{r['n']}x{r['k']}" for r in wrong
         )
         print(f"gemmbench tune: wrong results, left out of the table: {names}", file=sys.stderr)
-        status = exitcodes.FAILED
+        status = exitcodes.CHECK_FAILED
     if no_yardstick:
         shapes_text = ", ".join("x".join(map(str, s)) for s in no_yardstick)
         print(f"gemmbench tune: cuBLAS gave a wrong result at {shapes_text}", file=sys.stderr)
-        status = exitcodes.FAILED
+        status = exitcodes.CHECK_FAILED
     return status
 
 

@@ -38,12 +38,13 @@ else
     if [[ ! -f $stamp ]]; then
         echo "setting up $repo/.venv from ${lock#"$repo"/} with $extras (first run only)..." >&2
         # --clear: nothing but the lock, even where an older .venv stood.
-        python3 -m venv --clear "$repo/.venv"
+        # Exit 4 on any failure to set up, never set -e's 1 (docs/exit-codes.md: a regression).
+        python3 -m venv --clear "$repo/.venv" || exit 4
         # Only the locked packages those extras need (the lock's own "via" lines say which).
         python3 "$repo/scripts/lock_subset.py" "$lock" "$repo/pyproject.toml" "$extras" \
             "$repo/.venv/requirements.txt" || exit 2
         "$repo/.venv/bin/python" -m pip install -q --require-hashes --no-deps \
-            -r "$repo/.venv/requirements.txt" >&2
+            -r "$repo/.venv/requirements.txt" >&2 || exit 4
         # The project itself, editable and with no downloads: its dependencies are the lock's, and
         # its build uses the locked setuptools (>= 77 reads `license = "MIT"`). Its output is
         # shown on failure only: setuptools prints an "information only" notice for every
@@ -51,12 +52,12 @@ else
         if ! out=$("$repo/.venv/bin/python" -m pip install -q --no-deps --no-build-isolation \
             -e "$repo" 2>&1); then
             echo "$out" >&2
-            exit 1
+            exit 4
         fi
         # A lock that misses a dependency of a locked package fails here, not in a test.
         if ! out=$("$repo/.venv/bin/python" -m pip check 2>&1); then
             echo "$out" >&2
-            exit 1
+            exit 4
         fi
         touch "$stamp"
     fi

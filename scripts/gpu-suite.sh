@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # GPU evidence in one call: the GPU tests, compute-sanitizer, and the speed-up report. The
 # self-hosted runner's job runs this same script. Usage: scripts/gpu-suite.sh OUTDIR
-# Exit: 0 all passed; 1 a test, sanitizer check or correctness check failed; 2 usage; 4 no usable
-# GPU, or no compute-sanitizer (and nothing else failed).
+# Exit (docs/exit-codes.md): 0 all passed; 6 a test, sanitizer check or correctness check failed;
+# 2 usage; 4 no usable GPU, or no compute-sanitizer (and nothing else failed).
 set -uo pipefail
 [[ $# -eq 1 && -n $1 && $1 != -* ]] || { echo "usage: scripts/gpu-suite.sh OUTDIR" >&2; exit 2; }
 out=$1
@@ -25,19 +25,19 @@ git rev-parse HEAD 2>/dev/null | tee "$out/commit.txt"
 status=0
 banner "GPU tests"
 "$PY" -m pytest -m gpu -q -p no:cacheprovider --junitxml="$out/pytest-gpu.xml" 2>&1 | tee "$out/pytest-gpu.log"
-rc=${PIPESTATUS[0]}; [[ $rc -eq 0 ]] || status=1
+rc=${PIPESTATUS[0]}; [[ $rc -eq 0 ]] || status=6
 
 banner "compute-sanitizer"
 PYTHON=$PY bash scripts/sanitize.sh "$out/sanitizer" 2>&1 | tee "$out/sanitizer.txt"
 rc=${PIPESTATUS[0]}
 # 4: no compute-sanitizer on this machine, infrastructure; reported as 4 unless something failed.
 no_sanitizer=false
-case $rc in 0) ;; 4) no_sanitizer=true ;; *) status=1 ;; esac
+case $rc in 0) ;; 4) no_sanitizer=true ;; *) status=6 ;; esac
 
 banner "speed-up report"
 "$PY" -m gemmbench report 1024 2048 4096 8192 8192x1024x4096 --json "$out/report.json" 2>"$out/report-progress.log" \
     | tee "$out/report.txt"
-rc=${PIPESTATUS[0]}; [[ $rc -eq 0 ]] || status=1
+rc=${PIPESTATUS[0]}; [[ $rc -eq 0 ]] || status=6
 
 banner "summary"
 tail -n 1 "$out/pytest-gpu.log"

@@ -4,7 +4,8 @@
 # tool's sweep in SANITIZE_SHARDS (default 4) processes, each making an equal share of every
 # shape's launches, so the wall time is about the sum divided by the shards.
 # Usage: scripts/sanitize.sh [LOGDIR]
-# Exit: 0 clean and both plants caught; 1 otherwise; 2 usage; 4 no compute-sanitizer on PATH.
+# Exit (docs/exit-codes.md): 0 clean and both plants caught; 6 otherwise; 2 usage; 4 no
+# compute-sanitizer on PATH.
 set -uo pipefail
 [[ $# -le 1 && ${1:-x} != -* && ${1-x} != "" ]] || { echo "usage: scripts/sanitize.sh [LOGDIR]" >&2; exit 2; }
 shards=${SANITIZE_SHARDS:-4}
@@ -62,4 +63,4 @@ for name in "${names[@]}"; do
     grep -q '^ok ' "$logdir/$name.result" 2>/dev/null || failures=$((failures + 1))
 done
 echo "compute-sanitizer: ${#names[@]} checks, $failures failed, $((SECONDS - started)) s"
-exit $((failures > 0))
+exit $((failures > 0 ? 6 : 0))

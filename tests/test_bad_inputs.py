@@ -56,8 +56,9 @@ def stored_text(text: str, name: str = "0123abcd-existing-py.json") -> tuple[tup
 HISTORY = "python -m gemmbench history"
 CHECK = "python -m gemmbench check-results --results-dir results"
 ASV_CONF = (("asv.conf.json", (REPO_ROOT / "asv.conf.json").read_text()),)
-# gemm.matmul is an API: the snippet prints the exception it raises as its one stderr line.
-MATMUL = "python -c \"import sys, gemm\ntry: gemm.matmul(None, None, {})\nexcept ValueError as e: sys.exit(f'ValueError: {{e}}')\""
+# gemm.matmul is an API: the snippet prints the exception it raises as its one stderr line and
+# exits 2, a usage error in the one table (docs/exit-codes.md).
+MATMUL = "python -c \"import sys, gemm\ntry: gemm.matmul(None, None, {})\nexcept ValueError as e: print(f'ValueError: {{e}}', file=sys.stderr); sys.exit(2)\""
 
 # A [tool.gemmbench] table that the config-* cases break one key of.
 BAD_TABLE = (
@@ -82,15 +83,15 @@ CASES = [
     Case("history-asv-arg-refused", f"{HISTORY} HEAD --machine cpu --asv-arg=--bogus", 2, "asv refused its arguments from --asv-arg --bogus (unrecognized arguments: --bogus)"),
     Case("check-results-missing-folder", f"{CHECK}", 2, "results does not exist", cwd="scratch"),
     Case("check-results-not-a-folder", f"{CHECK}", 2, "is not a folder", cwd="scratch", files=(("results", "a file"),)),
-    Case("check-results-results-list", f"{CHECK}", 1, "results is list, asv expects an object", cwd="scratch", files=stored_result(results=[]), lines=2),
-    Case("check-results-params-list", f"{CHECK}", 1, "params is list, asv expects an object", cwd="scratch", files=stored_result(params=[]), lines=2),
-    Case("check-results-result-columns-null", f"{CHECK}", 1, "result_columns is null, asv expects a list", cwd="scratch", files=stored_result(result_columns=None), lines=2),
-    Case("check-results-not-an-object", f"{CHECK}", 1, "not a JSON object", cwd="scratch", files=stored_text("[]"), lines=2),
-    Case("check-results-truncated", f"{CHECK}", 1, "not valid JSON", cwd="scratch", files=stored_text('{"commit_hash": "ab'), lines=2),
-    Case("check-results-unknown-machine", f"{CHECK} --machine h100", 1, "no results stored for machine 'h100'", cwd="scratch", files=stored_result()),
+    Case("check-results-results-list", f"{CHECK}", 6, "results is list, asv expects an object", cwd="scratch", files=stored_result(results=[]), lines=2),
+    Case("check-results-params-list", f"{CHECK}", 6, "params is list, asv expects an object", cwd="scratch", files=stored_result(params=[]), lines=2),
+    Case("check-results-result-columns-null", f"{CHECK}", 6, "result_columns is null, asv expects a list", cwd="scratch", files=stored_result(result_columns=None), lines=2),
+    Case("check-results-not-an-object", f"{CHECK}", 6, "not a JSON object", cwd="scratch", files=stored_text("[]"), lines=2),
+    Case("check-results-truncated", f"{CHECK}", 6, "not valid JSON", cwd="scratch", files=stored_text('{"commit_hash": "ab'), lines=2),
+    Case("check-results-unknown-machine", f"{CHECK} --machine h100", 2, "no results stored for machine 'h100'", cwd="scratch", files=stored_result()),
     Case("check-results-unknown-option", f"{CHECK} --bogus", 2, "unrecognized arguments: --bogus", cwd="scratch"),
-    Case("matmul-config-static-assert", MATMUL.format("variant='coarsened', config={'TM': 6}"), 1, "breaks a kernel constraint: a thread's outputs come in groups of four (float4)"),
-    Case("matmul-config-over-1024-threads", MATMUL.format("variant='naive', config={'BLOCK_X': 64, 'BLOCK_Y': 32}"), 1, "needs 2048 threads a block, over CUDA's limit of 1024"),
+    Case("matmul-config-static-assert", MATMUL.format("variant='coarsened', config={'TM': 6}"), 2, "breaks a kernel constraint: a thread's outputs come in groups of four (float4)"),
+    Case("matmul-config-over-1024-threads", MATMUL.format("variant='naive', config={'BLOCK_X': 64, 'BLOCK_Y': 32}"), 2, "needs 2048 threads a block, over CUDA's limit of 1024"),
     Case("gemmbench-no-command", "python -m gemmbench", 2, "no command given; name one of gate"),
     Case("gemmbench-unknown-command", "python -m gemmbench gates", 2, "unknown command 'gates'"),
     Case("gate-no-base", "python -m gemmbench gate", 2, "the following arguments are required: --base"),
@@ -231,8 +232,8 @@ def render(observed: dict[str, Observed]) -> str:
         "`asv.conf.json` or in a scratch folder outside any (either shown as `<cwd>`). The test asserts\n"
         "the exit status, one stderr line (`check-results`: one per problem, then a summary) and\n"
         "no traceback. `gemmbench` is `python -m gemmbench`; `<variants>` the registered variants.\n"
-        "Exit 1 is `check-results` finding files asv would skip or misread, or `gemm.matmul`\n"
-        "raising before any GPU work. Regenerate with `python tests/test_bad_inputs.py`.\n"
+        "Exit 6 is `check-results` finding files asv would skip or misread. Regenerate with\n"
+        "`python tests/test_bad_inputs.py`.\n"
         + "".join(
             f"\n## Exit {status}\n\n" + "\n".join(items) + "\n"
             for status, items in sorted(sections.items(), key=lambda s: (s[0] != 2, s[0]))

@@ -41,14 +41,15 @@ def run(*args: str, cwd: Path = ROOT, env: dict | None = None) -> subprocess.Com
         ("history", 5, "error", 5, "recorded with another GPU; nothing pushed"),
         ("machine", 4, "error", 4, "no usable GPU on m1"),
         ("gpu-suite", 4, "error", 4, "not a test failure"),
-        ("gpu-suite", 1, "error", 1, "GPU suite failed"),
-        ("history", 1, "error", 0, "their results are still pushed"),
+        ("gpu-suite", 6, "error", 6, "GPU suite failed"),
+        ("history", 6, "error", 0, "their results are still pushed"),
+        ("history", 1, "error", 1, "history exited 1"),
         ("history", 4, "error", 4, "nothing pushed"),
         ("history", 2, "error", 2, "rerun to resume"),
     ],
 )
 def test_verdicts(step, rc, level, exit_code, text):
-    """Each exit code gets its annotation; history's failed benchmarks (1) still let results out."""
+    """Each exit code gets its annotation; history's failed benchmarks (6) still let results out."""
     line, code = verdicts.verdict(step, rc, "m1")
     assert code == exit_code
     assert text in line
@@ -60,10 +61,10 @@ def test_verdicts_runs_the_command_and_records_history_rc(tmp_path):
     """The wrapper runs the command, prints the annotation, and writes history's rc output."""
     out = tmp_path / "out"
     proc = run(sys.executable, str(CI / "verdicts.py"), "history", "--machine", "m1", "--",
-               sys.executable, "-c", "raise SystemExit(1)", env={"GITHUB_OUTPUT": str(out)})  # fmt: skip
+               sys.executable, "-c", "raise SystemExit(6)", env={"GITHUB_OUTPUT": str(out)})  # fmt: skip
     assert proc.returncode == 0
     assert "::error title=Benchmarks failed::" in proc.stdout
-    assert out.read_text() == "rc=1\n"
+    assert out.read_text() == "rc=6\n"
     proc = run(sys.executable, str(CI / "verdicts.py"), "gate", "--machine", "m1", "--",
                sys.executable, "-c", "raise SystemExit(3)")  # fmt: skip
     assert proc.returncode == 3 and "::warning title=Gate inconclusive::" in proc.stdout
@@ -116,7 +117,7 @@ def test_history_range_manual(repo, monkeypatch, tmp_path):
     out = tmp_path / "out"
     proc = run(sys.executable, str(CI / "history_range.py"), "--event", "workflow_dispatch",
                "--ref", "refs/heads/x", "--after", c, env={"GITHUB_OUTPUT": str(out)}, cwd=path)  # fmt: skip
-    assert proc.returncode == 1 and proc.stdout.startswith("::error title=Run refused::")
+    assert proc.returncode == 2 and proc.stdout.startswith("::error title=Run refused::")
     assert not out.exists()
     proc = run(sys.executable, str(CI / "history_range.py"), "--event", "push", "--ref",
                "refs/heads/main", "--before", a, "--after", c, env={"GITHUB_OUTPUT": str(out)},
@@ -143,7 +144,7 @@ def test_stage_results(tmp_path):
     assert len(list((out / "m1").iterdir())) == 3
     proc = run(sys.executable, str(CI / "stage_results.py"), "--results-dir", str(results),
                "--machine", "absent", str(tmp_path / "o2"))  # fmt: skip
-    assert proc.returncode == 1 and "history stored nothing for absent" in proc.stdout
+    assert proc.returncode == 6 and "history stored nothing for absent" in proc.stdout
     for bad in ("..", "", "a/b"):
         proc = run(sys.executable, str(CI / "stage_results.py"), "--results-dir", str(results),
                    "--machine", bad, str(tmp_path / "o3"))  # fmt: skip
@@ -293,7 +294,7 @@ def fake_bin(folder: Path, pytest_rc: int) -> Path:
     return folder
 
 
-@pytest.mark.parametrize(("pytest_rc", "expected"), [(0, 4), (1, 1)])
+@pytest.mark.parametrize(("pytest_rc", "expected"), [(0, 4), (1, 6)])
 def test_gpu_suite_without_sanitizer(tmp_path, pytest_rc, expected):
     """No compute-sanitizer is infrastructure (4, as verdicts.py says) unless something failed."""
     import shutil
@@ -318,7 +319,7 @@ def test_publish_with_no_results(tmp_path):
     proc = run(
         "bash", str(CI / "publish.sh"), cwd=tmp_path, env={"GEMM_PYTHON": str(bin_dir / "python")}
     )
-    assert proc.returncode == 1
+    assert proc.returncode == 6
     assert "::error title=Nothing to publish::" in proc.stderr, proc.stderr
 
 
@@ -357,12 +358,12 @@ def test_history_range_only_main_first_parent_line(repo, monkeypatch):
         f"{b}..{merge}"
     )
     assert choose("workflow_dispatch", "refs/heads/main", merge, "", "HEAD~1") == c
-    # The command line: exit 1, one annotation line, no range written.
+    # The command line: exit 2, one annotation line, no range written.
     out = path.parent / "out"
     proc = run(sys.executable, str(CI / "history_range.py"), "--event", "workflow_dispatch",
                "--ref", "refs/heads/main", "--after", merge, "--range", f"{a}..{feature}",
                env={"GITHUB_OUTPUT": str(out)}, cwd=path)  # fmt: skip
-    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert proc.returncode == 2, proc.stdout + proc.stderr
     assert proc.stdout.startswith("::error title=Run refused::") and feature[:12] in proc.stdout
     assert len(proc.stdout.splitlines()) == 1 and not out.exists()
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -32,6 +33,47 @@ def test_commands_use_the_table():
     from gemmbench.__main__ import COMMANDS
 
     assert set(COMMANDS) <= set(exitcodes.COMMANDS)
+
+
+def test_only_the_gate_returns_a_regression():
+    """Exit 1 is a regression and nothing else: only the gate lists it, and only its regression
+    verdict maps to it; a wrong result or a failed check is a code of its own."""
+    assert [c for c, codes in exitcodes.COMMANDS.items() if exitcodes.REGRESSION in codes] == [
+        "gate"
+    ]
+    assert [v for v, c in gate_decision.EXIT_CODES.items() if c == exitcodes.REGRESSION] == [
+        gate_decision.REGRESSION
+    ]
+    assert exitcodes.REGRESSION == 1 and exitcodes.CHECK_FAILED not in (0, 1)
+
+
+# A script that exits 1 on its own (not by passing a gate's code on) would say "regression". In
+# Python a `return 1` is taken as main's exit code; in bash it is a function's false.
+EXIT_ONE = {
+    ".sh": re.compile(r"\bexit 1\b"),
+    ".py": re.compile(r"\bexit 1\b|\breturn 1(?![\w.])|sys\.exit\(1\)|SystemExit\(1\)"),
+}
+
+
+@pytest.mark.parametrize(
+    "path",
+    sorted(
+        p.relative_to(REPO_ROOT)
+        for folder in ("scripts", "ops/runner")
+        for p in (REPO_ROOT / folder).rglob("*")
+        if p.suffix in (".sh", ".py") and "__pycache__" not in p.parts
+    ),
+    ids=str,
+)
+def test_scripts_never_exit_1_themselves(path):
+    """No script the workflows, the runner or a user runs exits 1 by itself: its failures take
+    the table's other codes (a failed check 6, infrastructure 4, usage 2)."""
+    found = [
+        f"{path}:{number}: {line.strip()}"
+        for number, line in enumerate((REPO_ROOT / path).read_text().splitlines(), 1)
+        if EXIT_ONE[path.suffix].search(line.split("#", 1)[0])
+    ]
+    assert found == []
 
 
 def test_no_command_is_a_usage_error():
@@ -80,7 +122,7 @@ class TestUnexpectedError:
         monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
 
     def assert_one_line_and_log(self, capsys, tmp_path, code: int, command: str):
-        assert code == exitcodes.INFRASTRUCTURE != exitcodes.FAILED
+        assert code == exitcodes.INFRASTRUCTURE != exitcodes.REGRESSION
         lines = capsys.readouterr().err.strip().splitlines()
         assert len(lines) == 1, lines
         assert lines[0].startswith(f"gemmbench {command}: unexpected error ZeroDivisionError")

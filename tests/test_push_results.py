@@ -71,9 +71,9 @@ def branch_files(bare: Path) -> set[str]:
 
 
 def assert_refused(rc: int, log: str, outputs: dict, bare: Path, *words: str) -> None:
-    """Exit 1, one ::error line naming the problem, pushed=false, and the branch untouched."""
+    """Exit 6, one ::error line naming the problem, pushed=false, and the branch untouched."""
     errors = [line for line in log.splitlines() if line.startswith("::error")]
-    assert rc == 1, log
+    assert rc == 6, log
     assert len(errors) == 1, log
     for word in words:
         assert word in errors[0], errors[0]

@@ -48,10 +48,10 @@ class TestCorrupt:
     """Each kind of damage asv would silently skip is reported with the file's name."""
 
     def test_truncated_result(self, results_dir, capsys):
-        """A file cut short mid-write fails with its path and exit status 1."""
+        """A file cut short mid-write fails with its path and exit status 6."""
         victim = result_files(results_dir)[2]
         victim.write_bytes(victim.read_bytes()[:500])
-        assert results.main(["--results-dir", str(results_dir)]) == 1
+        assert results.main(["--results-dir", str(results_dir)]) == 6
         err = capsys.readouterr().err
         assert f"CORRUPT {victim}: not valid JSON" in err
         assert "1 file(s) would be skipped" in err
@@ -114,7 +114,7 @@ class TestCorrupt:
 
     def test_unknown_machine(self, results_dir, capsys):
         """Asking for a machine with no results is an error, not a silent pass."""
-        assert results.main(["--results-dir", str(results_dir), "--machine", "h100"]) == 1
+        assert results.main(["--results-dir", str(results_dir), "--machine", "h100"]) == 2
         assert "no results stored for machine 'h100'" in capsys.readouterr().err
 
     def test_missing_directory(self, tmp_path):

@@ -98,7 +98,7 @@ def test_checks_run_side_by_side_in_shards(tmp_path):
 
 def test_one_dirty_shard_fails_the_run(tmp_path):
     proc, _, _ = run_sanitize(tmp_path, SANITIZE_SHARDS="2", FAKE_DIRTY_SHARD="1/2")
-    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert proc.returncode == 6, proc.stdout + proc.stderr
     assert "FAIL  racecheck-all-variants-2of2 (racecheck, expected clean, rc=9" in proc.stdout
     assert "FAIL  memcheck-all-variants-2of2 (memcheck, expected clean, rc=9" in proc.stdout
     assert "compute-sanitizer: 6 checks, 2 failed" in proc.stdout
@@ -120,7 +120,7 @@ def test_verdicts_of_an_earlier_run_are_not_read(tmp_path):
     logs.mkdir()
     (logs / "memcheck-planted-out-of-bounds.result").write_text("ok    stale\n")
     proc, _, _ = run_sanitize(tmp_path, SANITIZE_SHARDS="1", FAKE_SILENT="out-of-bounds")
-    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert proc.returncode == 6, proc.stdout + proc.stderr
     assert "FAIL  memcheck-planted-out-of-bounds: no verdict" in proc.stdout
 
 

@@ -396,11 +396,11 @@ class TestMain:
         assert "interrupted after 2 of 4 shapes" in capsys.readouterr().err
         assert not (tmp_path / "sweep.json.partial").exists()
 
-    def test_wrong_result_exits_1(self, capsys):
-        """A wrong variant is exit 1, naming it and its mode."""
+    def test_wrong_result_exits_6(self, capsys):
+        """A wrong variant is exit 6, naming it and its mode."""
         args = sweep_args("256", "--repeat", "1")
         bench = FakeBench(GEMM_TIMES, wrong=[("coarsened", "table")])
-        assert run_main(args, bench) == exitcodes.FAILED
+        assert run_main(args, bench) == exitcodes.CHECK_FAILED
         assert "coarsened table at 256x256x256" in capsys.readouterr().err
 
     def test_fallback_marked(self, capsys):

@@ -559,12 +559,12 @@ class TestMainThroughMeasure:
         assert self.read_table(again)["1024x1024x1024"] == (BEST, 2)
         assert "median of 4 DeviceTimer samples after 1 warm-ups" in again_doc.read_text()
 
-    def test_wrong_candidate_never_wins_and_exits_1(self, paths, double, capsys):
-        """The fastest candidate, if wrong, is marked WRONG, left out of the table; exit 1."""
+    def test_wrong_candidate_never_wins_and_exits_6(self, paths, double, capsys):
+        """The fastest candidate, if wrong, is marked WRONG, left out of the table; exit 6."""
         table, doc, out = paths
         double.wrong = {("coarsened", BEST)}
         code = tune.main(["1024", "--table", str(table), "--doc", str(doc), "--json", str(out)])
-        assert code == 1
+        assert code == 6
         assert "wrong results, left out of the table" in capsys.readouterr().err
         winner = self.read_table(table).get("1024x1024x1024")  # None: the heuristic's own won
         assert winner is None or winner[0] != BEST
@@ -572,12 +572,12 @@ class TestMainThroughMeasure:
         assert wrong_lines and all(BEST in line for line in wrong_lines)
         assert tune.json.loads(out.read_text())[0]["median_s"] == 2.0
 
-    def test_wrong_cublas_exits_1(self, paths, double, capsys):
-        """cuBLAS failing the check: not timed, no × cuBLAS figures, exit 1 naming the shape."""
+    def test_wrong_cublas_exits_6(self, paths, double, capsys):
+        """cuBLAS failing the check: not timed, no × cuBLAS figures, exit 6 naming the shape."""
         table, doc, _ = paths
         double.wrong = {"cublas"}
         code = tune.main(["1024", "--table", str(table), "--doc", str(doc)])
-        assert code == 1
+        assert code == 6
         assert "cuBLAS gave a wrong result at 1024x1024x1024" in capsys.readouterr().err
         assert self.read_table(table) == {"1024x1024x1024": (BEST, 2)}
 

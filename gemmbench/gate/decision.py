@@ -25,7 +25,7 @@ PASS, REGRESSION, USAGE, INCONCLUSIVE, INFRA, INTERRUPTED = (
 # The run's outcome -> its exit code, from the one table of every command (gemmbench/exitcodes.py).
 EXIT_CODES = {
     PASS: exitcodes.OK,
-    REGRESSION: exitcodes.FAILED,
+    REGRESSION: exitcodes.REGRESSION,
     USAGE: exitcodes.USAGE,
     INCONCLUSIVE: exitcodes.INCONCLUSIVE,
     INFRA: exitcodes.INFRASTRUCTURE,

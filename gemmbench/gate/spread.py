@@ -51,8 +51,8 @@ def combined_exit(reports: list[dict]) -> int:
         b.get("verdict") in HEAD_AT_FAULT for r in reports for b in r.get("benchmarks", [])
     )
     if broken:
-        return exitcodes.FAILED
-    for code in (exitcodes.INCONCLUSIVE, exitcodes.FAILED):
+        return exitcodes.REGRESSION
+    for code in (exitcodes.INCONCLUSIVE, exitcodes.REGRESSION):
         if code in codes:
             return code
     return exitcodes.OK
@@ -91,7 +91,7 @@ class SpreadResult:
         if self.signal:
             return exitcodes.TERMINATED if self.signal == "SIGTERM" else exitcodes.INTERRUPTED
         if self.refusals:
-            return exitcodes.FAILED
+            return exitcodes.REGRESSION
         return combined_exit(self._dicts())
 
     @property

@@ -3,7 +3,8 @@
 #
 # Install a copy outside the runner's directories (a job could rewrite the checked-out one);
 # ops/README.md says how. Every refusal is one ::error:: line (an annotation on the run)
-# and exit 1, so the job fails before any of its steps run. Optional settings, from the runner's .env:
+# and exit 4 (docs/exit-codes.md: not the code's fault; 1 is a regression only), so the job fails
+# before any of its steps run. Optional settings, from the runner's .env:
 #   GEMM_RUNNER_GPU       index or UUID of the one GPU this runner owns (nvidia-smi --id); default: all
 #   GEMM_HOOK_SMI_TIMEOUT seconds before a hung nvidia-smi counts as a hung driver; default 60
 #   GEMM_RUNNER_POOL      gpu-pr or gpu-history (set by ops/runner/supervisor.py); gpu-history takes
@@ -13,7 +14,7 @@ set -eu
 
 refuse() {
     echo "::error title=Runner refused the job::pre-job hook refused this job: $*"
-    exit 1
+    exit 4
 }
 
 # --- 1. Who sent the job: the job's `if:` is not a boundary, since a fork PR can edit the workflow.
@@ -23,7 +24,7 @@ import json, os, sys
 
 def refuse(msg):
     print(msg)
-    sys.exit(1)
+    sys.exit(4)
 
 repo = os.environ.get("GITHUB_REPOSITORY", "")
 name = os.environ.get("GITHUB_EVENT_NAME", "")

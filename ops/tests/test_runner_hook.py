@@ -91,7 +91,7 @@ def refused(proc, *phrases):
     """True when the hook failed with one ::error:: line (an annotation) holding every phrase."""
     lines = (proc.stdout + proc.stderr).strip().splitlines()
     return (
-        proc.returncode == 1
+        proc.returncode == 4
         and len(lines) == 1
         and lines[0].startswith("::error ")
         and all(p in lines[0] for p in phrases)

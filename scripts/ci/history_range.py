@@ -5,7 +5,7 @@
 Prints the range for `gemmbench history`, and writes range=... to $GITHUB_OUTPUT when set: the
 manual range if given, else the pushed commits (BEFORE..AFTER) when BEFORE is an ancestor of
 AFTER, else the tip alone (a force-push, a new branch, or a manual run without a range). A manual
-run (workflow_dispatch) from any ref but refs/heads/main exits 1: its results would be stored as
+run (workflow_dispatch) from any ref but refs/heads/main exits 2: its results would be stored as
 main's history. So does a manual range whose last commit is not on main's first-parent line (the
 commits AFTER's first parents lead through): history installs and runs the code it measures, and
 only main's merged commits were reviewed. A manual range is printed as full SHAs.
@@ -114,7 +114,7 @@ def main(argv: list[str]) -> int:
         revrange = choose(opts.event, opts.ref, opts.after, opts.before, opts.manual)
     except ValueError as exc:
         print(f"::error title=Run refused::{exc}")
-        return 1
+        return 2
     print(revrange)
     if os.environ.get("GITHUB_OUTPUT"):
         with open(os.environ["GITHUB_OUTPUT"], "a", encoding="utf-8") as out:

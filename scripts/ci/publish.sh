@@ -19,6 +19,6 @@ for dir in .asv/results/*/; do
 done
 if [[ $machines -eq 0 ]]; then
     echo "::error title=Nothing to publish::.asv/results holds no machine's results" >&2
-    exit 1
+    exit 6
 fi
 "$py" -m asv publish

@@ -11,8 +11,9 @@ may hold only <machine>/ (*.json, *-run-log.jsonl sidecars, gpu-homes.tsv) and b
 for a machine in the runner list. Files straight in DIR are taken only when one machine is listed.
 Anything else (a dotfile, a symlink, a name that leaves DIR or is not a whole result file name,
 another machine's folder, an oversize file, too many files) refuses the whole push with one line,
-exit 1. Every file is validated first: results, run logs and machine.json by `gemmbench
-check-results`, gpu-homes.tsv and benchmarks.json (the first listed machine's) by artifact_checks.py.
+exit 6 (a git or file-system failure: exit 4). Every file is validated first: results, run logs
+and machine.json by `gemmbench check-results`, gpu-homes.tsv and benchmarks.json (the first listed
+machine's) by artifact_checks.py.
 Git runs with hooks and fsmonitor off; $GH_TOKEN reaches `git fetch` and `git push` alone, through
 the environment. Writes pushed=true|false to $GITHUB_OUTPUT (true when the branch holds these).
 """
@@ -384,17 +385,17 @@ def main(argv: list[str]) -> int:
         message = str(exc).replace("\r", "\\r").replace("\n", "\\n")  # one line, always
         print(f"::error title=Results refused::{message}; nothing pushed")
         output(pushed="false")
-        return 1
+        return 6
     except subprocess.CalledProcessError as exc:
         detail = (exc.stderr or "").strip().splitlines()[-1:] or ["no message"]
         print(f"::error title=git failed::git {exc.cmd[3]} exited {exc.returncode}: {detail[0]}")
         output(pushed="false")
-        return 1
+        return 4
     except OSError as exc:
         where = exc.filename or ""
         print(f"::error title=Results refused::{where}: {exc.strerror}; nothing pushed")
         output(pushed="false")
-        return 1
+        return 4
     output(pushed="true", machines=",".join(sorted(files)))
     return 0
 

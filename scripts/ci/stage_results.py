@@ -51,7 +51,7 @@ def main(argv: list[str]) -> int:
         count = stage(opts.results_dir, opts.machine, opts.out)
     except FileNotFoundError as exc:
         print(f"::error title=Nothing to stage::{exc}")
-        return 1
+        return 6
     print(f"staged {count} file(s) of {opts.machine} in {opts.out}")
     return 0
 

@@ -3,8 +3,8 @@
     python scripts/ci/verdicts.py STEP --machine NAME -- COMMAND [ARG...]
 
 STEP is machine, gpu-suite, gate or history (the commands of pr.yml's and main.yml's GPU jobs).
-The command's exit code is kept, except for history: a commit whose benchmarks failed (exit 1) is
-a fact worth pushing, so history exits 0 here and writes rc=1 to $GITHUB_OUTPUT for a later step
+The command's exit code is kept, except for history: a commit whose benchmarks failed (exit 6) is
+a fact worth pushing, so history exits 0 here and writes rc=6 to $GITHUB_OUTPUT for a later step
 to fail the job after the results are uploaded.
 """
 
@@ -35,7 +35,11 @@ MESSAGES: dict[str, dict[int | None, tuple[str, str, str]]] = {
             "infrastructure failure, not a test failure: no usable GPU or compute-sanitizer on "
             "{m} (exit 4)",
         ),
-        None: ("error", "GPU suite failed", "GPU tests, sanitizer or report failed on {m}"),
+        None: (
+            "error",
+            "GPU suite failed",
+            "GPU tests, sanitizer or report failed on {m} (exit {rc})",
+        ),
     },
     "gate": {
         1: (
@@ -61,10 +65,10 @@ MESSAGES: dict[str, dict[int | None, tuple[str, str, str]]] = {
         None: ("error", "Gate crashed", "unexpected exit code {rc} on {m}"),
     },
     "history": {
-        1: (
+        6: (
             "error",
             "Benchmarks failed",
-            "some commits' benchmarks failed on {m}; their results are still pushed",
+            "some commits' benchmarks failed on {m}; their results are still pushed (exit 6)",
         ),
         5: (
             "error",
@@ -96,7 +100,7 @@ def verdict(step: str, rc: int, machine: str) -> tuple[str | None, int]:
         return (line.format(m=machine) if line else None), 0
     level, title, message = MESSAGES[step].get(rc) or MESSAGES[step][None]
     line = f"::{level} title={title}::{message.format(m=machine, rc=rc)}"
-    return line, 0 if (step == "history" and rc == 1) else rc
+    return line, 0 if (step == "history" and rc == 6) else rc
 
 
 def main(argv: list[str]) -> int:
