@@ -312,6 +312,24 @@ def test_gpu_suite_without_sanitizer(tmp_path, pytest_rc, expected):
     assert f"gpu-suite exit status: {expected}" in proc.stdout
 
 
+@pytest.mark.parametrize(
+    ("check_rc", "format_rc", "expected"), [(0, 0, 0), (1, 0, 6), (0, 1, 6), (1, 2, 2)]
+)
+def test_ruff_findings_are_a_failed_check(tmp_path, check_rc, format_rc, expected):
+    """ruff.sh runs both ruff commands; findings (ruff's 1) exit 6, never 1 (a regression), and
+    ruff's own usage error (2) stays 2."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    python = bin_dir / "python"
+    python.write_text(
+        f'#!/bin/sh\n[ "$3" = check ] && exit {check_rc}\n[ "$3" = format ] && exit {format_rc}\n'
+        "exit 0\n"
+    )
+    python.chmod(0o755)
+    proc = run("bash", str(CI / "ruff.sh"), env={"GEMM_PYTHON": str(python)})
+    assert proc.returncode == expected, proc.stdout + proc.stderr
+
+
 def test_publish_with_no_results(tmp_path):
     """An empty results checkout is "Nothing to publish", not a machine named '*'."""
     (tmp_path / ".asv" / "results").mkdir(parents=True)

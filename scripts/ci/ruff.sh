@@ -5,5 +5,12 @@ set -euo pipefail
 # shellcheck source=scripts/_env.sh
 source "$(dirname "$0")/../_env.sh"
 cd "$repo"
+set +e
 "$PY" -m ruff check .
+check=$?
 "$PY" -m ruff format --check .
+format=$?
+# ruff's 1 (findings) is a failed check, 6 in docs/exit-codes.md's table, where 1 is a regression;
+# its 2 (a bad option or configuration) is a usage error there too.
+for rc in $check $format; do [[ $rc -le 1 ]] || exit "$rc"; done
+if ((check || format)); then exit 6; fi
