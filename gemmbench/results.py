@@ -211,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"{args.results_dir}; check --machine (machines there: {here or 'none'})",
                 file=sys.stderr,
             )
-            return exitcodes.USAGE
+            return exitcodes.CHECK_FAILED
         problems = list(iter_problems(args.results_dir, args.machine))
     except OSError as exc:
         print(

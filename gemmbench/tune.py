@@ -15,7 +15,7 @@ the best geometric mean of (fastest time ÷ its time) over the class's shapes wi
 of gemm/dispatch_table.py is replaced by this run's winners, and its section of docs/tuning.md by
 this run's measurements. With ``--budget-s`` no shape after the first is started once that many
 seconds have passed; the shapes not reached are named, and their classes keep the previous entry.
-Exit: 0 done; 1 some candidate (or cuBLAS) gave a wrong result (the table is written from the
+Exit: 0 done; 6 some candidate (or cuBLAS) gave a wrong result (the table is written from the
 others); 2 usage (checked before any GPU work, output paths included); 4 no usable GPU; 130
 interrupted (the table and docs/tuning.md left as they were).
 

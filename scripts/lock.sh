@@ -10,6 +10,7 @@
 # Extra arguments go to `uv pip compile`. Needs the package index; commit the result.
 set -euo pipefail
 trap 'exit 4' ERR  # a failing tool or index is infrastructure (docs/exit-codes.md), never 1
+trap 'exit 130' INT
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$repo"
 UV_VERSION=0.13.9

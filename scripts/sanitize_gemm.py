@@ -147,7 +147,8 @@ def plant_race() -> None:
     source = read_source(variant.source)
     marker = "__syncthreads();  // everyone is done reading"
     if marker not in source:
-        sys.exit(f"cannot plant the race: {marker!r} not found in {variant.source}")
+        print(f"cannot plant the race: {marker!r} not found in {variant.source}", file=sys.stderr)
+        sys.exit(4)
     module = cupy.RawModule(
         code=source.replace(marker, "// barrier removed"), options=compile_options(variant.config)
     )

@@ -88,7 +88,7 @@ CASES = [
     Case("check-results-result-columns-null", f"{CHECK}", 6, "result_columns is null, asv expects a list", cwd="scratch", files=stored_result(result_columns=None), lines=2),
     Case("check-results-not-an-object", f"{CHECK}", 6, "not a JSON object", cwd="scratch", files=stored_text("[]"), lines=2),
     Case("check-results-truncated", f"{CHECK}", 6, "not valid JSON", cwd="scratch", files=stored_text('{"commit_hash": "ab'), lines=2),
-    Case("check-results-unknown-machine", f"{CHECK} --machine h100", 2, "no results stored for machine 'h100'", cwd="scratch", files=stored_result()),
+    Case("check-results-unknown-machine", f"{CHECK} --machine h100", 6, "no results stored for machine 'h100'", cwd="scratch", files=stored_result()),
     Case("check-results-unknown-option", f"{CHECK} --bogus", 2, "unrecognized arguments: --bogus", cwd="scratch"),
     Case("matmul-config-static-assert", MATMUL.format("variant='coarsened', config={'TM': 6}"), 2, "breaks a kernel constraint: a thread's outputs come in groups of four (float4)"),
     Case("matmul-config-over-1024-threads", MATMUL.format("variant='naive', config={'BLOCK_X': 64, 'BLOCK_Y': 32}"), 2, "needs 2048 threads a block, over CUDA's limit of 1024"),
@@ -232,7 +232,7 @@ def render(observed: dict[str, Observed]) -> str:
         "`asv.conf.json` or in a scratch folder outside any (either shown as `<cwd>`). The test asserts\n"
         "the exit status, one stderr line (`check-results`: one per problem, then a summary) and\n"
         "no traceback. `gemmbench` is `python -m gemmbench`; `<variants>` the registered variants.\n"
-        "Exit 6 is `check-results` finding files asv would skip or misread. Regenerate with\n"
+        "Exit 6 is `check-results` finding a problem. Regenerate with\n"
         "`python tests/test_bad_inputs.py`.\n"
         + "".join(
             f"\n## Exit {status}\n\n" + "\n".join(items) + "\n"

@@ -152,6 +152,19 @@ def test_stage_results(tmp_path):
         assert "Traceback" not in proc.stderr and len(proc.stderr.splitlines()) == 1
 
 
+def test_unexpected_error_is_one_line_and_exit_4(tmp_path):
+    """A step script that meets an error it does not handle (here: its output folder lies under a
+    file) prints one ::error:: line and exits 4, never Python's 1 (a regression) with a traceback."""
+    results = tmp_path / "results"
+    machine_results(results, "m1")
+    (tmp_path / "file").write_text("")
+    proc = run(sys.executable, str(CI / "stage_results.py"), "--results-dir", str(results),
+               "--machine", "m1", str(tmp_path / "file" / "out"))  # fmt: skip
+    assert proc.returncode == 4, proc.stdout + proc.stderr
+    assert proc.stdout.startswith("::error title=Step failed::stage_results.py: unexpected ")
+    assert len(proc.stdout.splitlines()) == 1 and "Traceback" not in proc.stderr
+
+
 HARNESS = """import json, os, subprocess, sys
 probe = open(os.path.join(%r, "probe-path")).read()
 json.dump({"harness": %r, "argv": sys.argv[1:], "cwd": os.getcwd(), "env": dict(os.environ),
@@ -292,6 +305,17 @@ def fake_bin(folder: Path, pytest_rc: int) -> Path:
     for tool in folder.iterdir():
         tool.chmod(0o755)
     return folder
+
+
+@pytest.mark.parametrize(
+    ("pytest_rc", "expected"), [(0, 0), (1, 6), (2, 6), (3, 4), (4, 2), (5, 6)]
+)
+def test_test_sh_maps_pytest_codes(tmp_path, pytest_rc, expected):
+    """scripts/test.sh gives pytest's codes the table's meaning: failed tests, a collection error
+    (pytest's 2 without a Ctrl-C) and no tests are 6, never 1 (a regression)."""
+    bin_dir = fake_bin(tmp_path / "bin", pytest_rc)
+    proc = run("bash", "scripts/test.sh", env={"GEMM_PYTHON": str(bin_dir / "python")})
+    assert proc.returncode == expected, proc.stdout + proc.stderr
 
 
 @pytest.mark.parametrize(("pytest_rc", "expected"), [(0, 4), (1, 6)])

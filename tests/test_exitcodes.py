@@ -47,33 +47,50 @@ def test_only_the_gate_returns_a_regression():
     assert exitcodes.REGRESSION == 1 and exitcodes.CHECK_FAILED not in (0, 1)
 
 
-# A script that exits 1 on its own (not by passing a gate's code on) would say "regression". In
-# Python a `return 1` is taken as main's exit code; in bash it is a function's false.
-EXIT_ONE = {
-    ".sh": re.compile(r"\bexit 1\b"),
-    ".py": re.compile(r"\bexit 1\b|\breturn 1(?![\w.])|sys\.exit\(1\)|SystemExit\(1\)"),
-}
+# A script that exits 1 on its own (not by passing a gate's code on) would say "regression": a
+# literal 1, or a message to sys.exit / SystemExit, which Python turns into 1. Shell files are
+# read with both patterns, for the Python in their heredocs; in bash, `return 1` is a function's
+# false, in Python main's exit code.
+SHELL_EXIT_ONE = re.compile(
+    r"\bexit +[\"']?1\b|\bexit\(1\)|_exit\(1\)|(sys\.exit|SystemExit)\((1|True|f?[\"'])"
+)
+PYTHON_RETURN_ONE = re.compile(r"\breturn 1(?![\w.])")
+COMMENT = re.compile(r"(^|\s)#.*")
 
 
-@pytest.mark.parametrize(
-    "path",
-    sorted(
+def script_files() -> list[Path]:
+    """What the workflows, the runner or a user runs, besides `python -m gemmbench`."""
+    found = [
         p.relative_to(REPO_ROOT)
         for folder in ("scripts", "ops/runner")
         for p in (REPO_ROOT / folder).rglob("*")
         if p.suffix in (".sh", ".py") and "__pycache__" not in p.parts
-    ),
-    ids=str,
-)
+    ]
+    workflows = sorted((REPO_ROOT / ".github" / "workflows").glob("*.yml"))
+    return sorted(found) + [Path(".ci/run")] + [p.relative_to(REPO_ROOT) for p in workflows]
+
+
+@pytest.mark.parametrize("path", script_files(), ids=str)
 def test_scripts_never_exit_1_themselves(path):
     """No script the workflows, the runner or a user runs exits 1 by itself: its failures take
     the table's other codes (a failed check 6, infrastructure 4, usage 2)."""
-    found = [
-        f"{path}:{number}: {line.strip()}"
-        for number, line in enumerate((REPO_ROOT / path).read_text().splitlines(), 1)
-        if EXIT_ONE[path.suffix].search(line.split("#", 1)[0])
-    ]
+    found = []
+    for number, line in enumerate((REPO_ROOT / path).read_text().splitlines(), 1):
+        code = COMMENT.sub("", line)
+        if SHELL_EXIT_ONE.search(code) or (path.suffix == ".py" and PYTHON_RETURN_ONE.search(code)):
+            found.append(f"{path}:{number}: {line.strip()}")
     assert found == []
+
+
+@pytest.mark.parametrize(
+    "line",
+    ["exit 1", '[[ $# -eq 1 ]] || { echo "usage" >&2; exit 1; }', "  sys.exit(1)", 'sys.exit("no")',
+     "raise SystemExit(f'bad {x}')", "os._exit(1)", "run: exit 1"],
+)  # fmt: skip
+def test_the_scan_sees_each_form_of_exit_1(line):
+    """Each way of exiting 1 is found, `$#` on the line included; a comment is not."""
+    assert SHELL_EXIT_ONE.search(COMMENT.sub("", line))
+    assert not SHELL_EXIT_ONE.search(COMMENT.sub("", "true  # exit 1"))
 
 
 def test_no_command_is_a_usage_error():

@@ -70,10 +70,13 @@ def branch_files(bare: Path) -> set[str]:
     return set(git(bare, "ls-tree", "-r", "--name-only", "asv-results").split())
 
 
-def assert_refused(rc: int, log: str, outputs: dict, bare: Path, *words: str) -> None:
-    """Exit 6, one ::error line naming the problem, pushed=false, and the branch untouched."""
+def assert_refused(
+    rc: int, log: str, outputs: dict, bare: Path, *words: str, code: int = 6
+) -> None:
+    """Exit CODE (6: a failed check), one ::error line naming the problem, pushed=false, and the
+    branch untouched."""
     errors = [line for line in log.splitlines() if line.startswith("::error")]
-    assert rc == 6, log
+    assert rc == code, log
     assert len(errors) == 1, log
     for word in words:
         assert word in errors[0], errors[0]
@@ -224,7 +227,7 @@ def test_refuses_path_escape(tmp_path, origin):
     downloads = artifact(tmp_path / "new", "m1")
     escape = [{"machine": "../outside", "labels": ["self-hosted"]}]
     rc, log, outputs = push(tmp_path, downloads, checkout, runners=escape)
-    assert_refused(rc, log, outputs, bare, "'../outside'", "plain folder name")
+    assert_refused(rc, log, outputs, bare, "'../outside'", "plain folder name", code=2)
     assert not (tmp_path / "outside").exists()
 
     outside = artifact(tmp_path / "outside-artifact", "m1")
@@ -338,14 +341,14 @@ def test_bad_runner_list_is_one_line(tmp_path, origin):
     """A runner list that is not JSON is refused with one line naming the variable to fix."""
     bare, checkout = origin
     rc, log, outputs = push(tmp_path, artifact(tmp_path / "new", "m1"), checkout, runners="[{")
-    assert_refused(rc, log, outputs, bare, "GPU_HISTORY_RUNNERS")
+    assert_refused(rc, log, outputs, bare, "GPU_HISTORY_RUNNERS", code=2)
 
 
 def test_empty_runner_list_says_so(tmp_path, origin):
     """An empty runner list is named as empty, not as a machine called None."""
     bare, checkout = origin
     rc, log, outputs = push(tmp_path, artifact(tmp_path / "new", "m1"), checkout, runners="[]")
-    assert_refused(rc, log, outputs, bare, "the runner list is empty")
+    assert_refused(rc, log, outputs, bare, "the runner list is empty", code=2)
     assert "None" not in log
 
 

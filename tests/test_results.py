@@ -114,7 +114,7 @@ class TestCorrupt:
 
     def test_unknown_machine(self, results_dir, capsys):
         """Asking for a machine with no results is an error, not a silent pass."""
-        assert results.main(["--results-dir", str(results_dir), "--machine", "h100"]) == 2
+        assert results.main(["--results-dir", str(results_dir), "--machine", "h100"]) == 6
         assert "no results stored for machine 'h100'" in capsys.readouterr().err
 
     def test_missing_directory(self, tmp_path):

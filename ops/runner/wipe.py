@@ -20,12 +20,13 @@ HELPER_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 # Run as the job user, after its processes are gone: empties its user, user-session and
 # persistent keyrings (keyctl(2): KEYCTL_GET_PERSISTENT 22, KEYCTL_CLEAR 7, KEYCTL_READ 11) and
-# exits 1 if any still holds a key or cannot be read. A kernel without keys (ENOSYS) has none.
+# exits 4 if any still holds a key or cannot be read. A kernel without keys (ENOSYS) has none.
 KEYRING_CLEAR = r"""
 import ctypes, errno, sys
 number = {"x86_64": 250, "aarch64": 219}.get(sys.argv[1])
 if number is None:
-    sys.exit("keyrings: no keyctl syscall number known for " + sys.argv[1])
+    print("keyrings: no keyctl syscall number known for " + sys.argv[1], file=sys.stderr)
+    sys.exit(4)
 libc = ctypes.CDLL(None, use_errno=True)
 def keyctl(*args):
     r = libc.syscall(ctypes.c_long(number), *[ctypes.c_long(a) for a in args])
@@ -43,7 +44,8 @@ for ring in rings:
     if size != 0:
         left.append(f"keyring {ring}: " + (f"{size // 4} key(s)" if size > 0 else errno.errorcode.get(err, str(err))))
 if left:
-    sys.exit("keyrings not empty after clearing: " + ", ".join(left))
+    print("keyrings not empty after clearing: " + ", ".join(left), file=sys.stderr)
+    sys.exit(4)
 """
 
 

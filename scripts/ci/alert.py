@@ -279,4 +279,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from step_main import run  # one line and exit 4 for an error main did not expect
+
+    sys.exit(run(main))

@@ -14,6 +14,9 @@
 # therefore change nothing. --python PY names the judge's interpreter (a venv made by
 # scripts/ci/setup-env.sh from the base's lock); without it, the base's scripts/_env.sh makes one.
 set -euo pipefail
+# A command of this script failing (a worktree, the base's set-up) is infrastructure, never the
+# regression that exit 1 means (docs/exit-codes.md); the gate's own exit code passes through.
+trap 'exit 4' ERR
 usage="usage: scripts/ci/gate.sh [--python PY] PR_BASE_SHA HEAD_SHA MACHINE OUTDIR [gate options...]"
 
 # The variables the judge may see, beside PATH; every other one is dropped. The package index

@@ -123,4 +123,6 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    from step_main import run  # one line and exit 4 for an error main did not expect
+
+    sys.exit(run(main, sys.argv[1:]))

@@ -21,4 +21,4 @@ if [[ $machines -eq 0 ]]; then
     echo "::error title=Nothing to publish::.asv/results holds no machine's results" >&2
     exit 6
 fi
-"$py" -m asv publish
+"$py" -m asv publish || exit 4  # asv's own failure is 1, which means a regression here

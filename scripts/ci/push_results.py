@@ -11,7 +11,7 @@ may hold only <machine>/ (*.json, *-run-log.jsonl sidecars, gpu-homes.tsv) and b
 for a machine in the runner list. Files straight in DIR are taken only when one machine is listed.
 Anything else (a dotfile, a symlink, a name that leaves DIR or is not a whole result file name,
 another machine's folder, an oversize file, too many files) refuses the whole push with one line,
-exit 6 (a git or file-system failure: exit 4). Every file is validated first: results, run logs
+exit 6 (a bad runner list 2; a git or file-system failure 4). Every file is validated first: results, run logs
 and machine.json by `gemmbench check-results`, gpu-homes.tsv and benchmarks.json (the first listed
 machine's) by artifact_checks.py.
 Git runs with hooks and fsmonitor off; $GH_TOKEN reaches `git fetch` and `git push` alone, through
@@ -65,7 +65,12 @@ SECRETS = ("GH_TOKEN", "GITHUB_TOKEN", "ACTIONS_RUNTIME_TOKEN", "ACTIONS_ID_TOKE
 
 
 class Refused(Exception):
-    """An artifact holds something the push does not take; the message says what."""
+    """The push is refused; the message says why, ``code`` is the exit code (docs/exit-codes.md):
+    6 for an artifact holding what the push does not take, 2 for a bad runner list, 4 for git."""
+
+    def __init__(self, message: str, code: int = 6) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 def plain_folder_name(name: object) -> bool:
@@ -84,18 +89,22 @@ def machines_from(runners_json: str) -> list[str]:
     try:
         runners = json.loads(runners_json)
     except ValueError as exc:
-        raise Refused(f"the runner list is not JSON ({exc.msg}); fix GPU_HISTORY_RUNNERS") from None
+        raise Refused(
+            f"the runner list is not JSON ({exc.msg}); fix GPU_HISTORY_RUNNERS", 2
+        ) from None
     if not isinstance(runners, list) or not runners:
         raise Refused(
             f"the runner list is {'empty' if runners == [] else 'not a JSON list'}; "
-            "GPU_HISTORY_RUNNERS must name at least one runner"
+            "GPU_HISTORY_RUNNERS must name at least one runner",
+            2,
         )
     names = [r.get("machine") if isinstance(r, dict) else None for r in runners]
     for name in names:
         if not plain_folder_name(name):
             raise Refused(
                 f"runner list entry machine={name!r} is not a plain folder name "
-                "(letters, digits, . _ -); fix GPU_HISTORY_RUNNERS"
+                "(letters, digits, . _ -); fix GPU_HISTORY_RUNNERS",
+                2,
             )
     return names
 
@@ -265,7 +274,9 @@ def validate(files: dict[str, dict[str, Path]], index: Path | None, python: str)
         if proc.returncode != 0:
             sys.stderr.write(proc.stdout + proc.stderr)
             last = (proc.stderr.strip().splitlines() or ["no message"])[-1]
-            raise Refused(f"check-results refused the results: {last}")
+            # check-results' own usage error or infrastructure failure is no failed check.
+            code = proc.returncode if proc.returncode in (2, 4) else 6
+            raise Refused(f"check-results refused the results: {last}", code)
 
 
 def _write(path: Path, source: Path) -> None:
@@ -349,7 +360,7 @@ def push(
             return True
         print(f"push rejected (attempt {attempt}), retrying on the new tip", flush=True)
         time.sleep(delay * attempt)
-    raise Refused(f"could not push results to {BRANCH} after {ATTEMPTS} attempts")
+    raise Refused(f"could not push results to {BRANCH} after {ATTEMPTS} attempts", 4)
 
 
 def output(**values: str) -> None:
@@ -385,7 +396,7 @@ def main(argv: list[str]) -> int:
         message = str(exc).replace("\r", "\\r").replace("\n", "\\n")  # one line, always
         print(f"::error title=Results refused::{message}; nothing pushed")
         output(pushed="false")
-        return 6
+        return exc.code
     except subprocess.CalledProcessError as exc:
         detail = (exc.stderr or "").strip().splitlines()[-1:] or ["no message"]
         print(f"::error title=git failed::git {exc.cmd[3]} exited {exc.returncode}: {detail[0]}")
@@ -401,4 +412,6 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    from step_main import run  # one line and exit 4 for an error main did not expect
+
+    sys.exit(run(main, sys.argv[1:]))

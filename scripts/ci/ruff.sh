@@ -5,6 +5,8 @@ set -euo pipefail
 # shellcheck source=scripts/_env.sh
 source "$(dirname "$0")/../_env.sh"
 cd "$repo"
+# Without ruff, `python -m ruff` exits 1 as findings do: a missing tool is infrastructure (4).
+"$PY" -c "import ruff" 2>/dev/null || { echo "ruff.sh: ruff is not installed for $PY" >&2; exit 4; }
 set +e
 "$PY" -m ruff check .
 check=$?

@@ -45,7 +45,7 @@ MESSAGES: dict[str, dict[int | None, tuple[str, str, str]]] = {
         1: (
             "error",
             "Performance regression",
-            "the head is slower than its base on {m}; see the job summary",
+            "the head is slower than its base on {m}, or broke a benchmark; see the job summary",
         ),
         2: (
             "error",
@@ -123,4 +123,6 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    from step_main import run  # one line and exit 4 for an error main did not expect
+
+    sys.exit(run(main, sys.argv[1:]))
