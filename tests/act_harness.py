@@ -236,7 +236,9 @@ STANDIN = '''#!{python}
 and goes on, as documented there). With ACT_GPU_STANDIN=1, `-m gemmbench machine` and
 `-m gemmbench history`, which need a CUDA GPU, are stood in for: machine writes machine.json;
 history writes fixture results (tests/ci_results.py) for every commit of its range; a machine
-named in ACT_GPU_STANDIN_BROKEN exits 4 (no usable GPU) as the real commands do.
+named in ACT_GPU_STANDIN_BROKEN exits 4 (no usable GPU) as the real commands do, and one named in
+ACT_GPU_STANDIN_FAILING stores its results, then exits 6 as history does when some commit's
+benchmarks failed.
 """
 import os, subprocess, sys
 args = sys.argv[1:]
@@ -271,6 +273,9 @@ if os.environ.get("ACT_GPU_STANDIN") == "1" and args[:2] == ["-m", "gemmbench"] 
     from ci_results import FIXTURE
     shutil.copyfile(FIXTURE / "benchmarks.json", os.path.join(results, "benchmarks.json"))
     print(f"history: {{len(shas)}} commits stored for {{name!r}} (GPU stand-in: fixture results)")
+    if name in os.environ.get("ACT_GPU_STANDIN_FAILING", "").split(","):
+        print("history: results stored with failures (stand-in)", file=sys.stderr)
+        sys.exit(6)
     sys.exit(0)
 os.execv({python!r}, [{python!r}] + args)
 '''

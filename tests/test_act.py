@@ -122,8 +122,9 @@ def history_runners(*machines: str) -> str:
     )
 
 
-def run_main(scratch, home, tmp_path, machines, broken=(), ref="main"):
-    """main.yml on a push of two commits, history on MACHINES (BROKEN ones have no usable GPU)."""
+def run_main(scratch, home, tmp_path, machines, broken=(), ref="main", failing=()):
+    """main.yml on a push of two commits, history on MACHINES (BROKEN ones have no usable GPU,
+    FAILING ones store results with some benchmarks failed)."""
     before = scratch.commits[0]
     scratch.commit("second commit")
     after = scratch.commit("third commit")
@@ -135,6 +136,7 @@ def run_main(scratch, home, tmp_path, machines, broken=(), ref="main"):
         "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
         "ACT_GPU_STANDIN": "1",
         "ACT_GPU_STANDIN_BROKEN": ",".join(broken),
+        "ACT_GPU_STANDIN_FAILING": ",".join(failing),
     }
     event = {"ref": f"refs/heads/{ref}", "before": before, "after": after}
     event["repository"] = {"full_name": REPOSITORY, "default_branch": "main"}
@@ -192,6 +194,20 @@ def test_main_history_push_publish(act, scratch, home, tmp_path, machines, broke
         assert stored == (expected if machine in good else set()), files
     assert "benchmarks.json" in files
     published(home, good)
+
+
+def test_failed_benchmarks_are_pushed_then_fail_the_job(act, scratch, home, tmp_path):
+    """History's exit 6 (some commits' benchmarks failed) still uploads, pushes and publishes what
+    was measured, says "Benchmarks failed", and then fails its job in its last step."""
+    run, _ = run_main(scratch, home, tmp_path, ("m1",), failing=("m1",))
+    job = "history (m1)"
+    assert step_ok(run, job, "Upload results"), run.log[-4000:]
+    assert "some commits' benchmarks failed on m1" in run.log, run.log[-4000:]
+    assert any("Failure - Main Fail on failed benchmarks" in line for line in run.step_lines(job))
+    assert run.job_result("push results to asv-results") == "succeeded", run.log[-4000:]
+    assert run.rc != 0
+    assert any(f.startswith("m1/") and f != "m1/machine.json" for f in scratch.branch_files())
+    published(home, ("m1",))
 
 
 def test_manual_run_off_main_is_refused(act, scratch, home, tmp_path):
