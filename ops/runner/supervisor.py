@@ -19,7 +19,8 @@ whole after the job, and in a session keyring of its own.
 Settings: flags or GEMM_RUNNER_* variables (the unit's EnvironmentFile), checked by
 ops/runner/runner_settings.py; ops/README.md installs it. Exit codes (this script's own): 0 stopped
 or after --jobs jobs, 4 GitHub keeps refusing (never 1: a regression), 2 bad settings, 3 out of
-rotation (a wipe failed; the unit does not restart on 3). Needs Python 3.9+, setpriv, ipcrm and cgroup v2; nothing else.
+rotation (a wipe failed; the unit does not restart on 3). Needs Python 3.9+, setpriv, ipcrm and
+cgroup v2; nothing else.
 """
 
 from __future__ import annotations

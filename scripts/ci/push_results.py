@@ -11,9 +11,9 @@ may hold only <machine>/ (*.json, *-run-log.jsonl sidecars, gpu-homes.tsv) and b
 for a machine in the runner list. Files straight in DIR are taken only when one machine is listed.
 Anything else (a dotfile, a symlink, a name that leaves DIR or is not a whole result file name,
 another machine's folder, an oversize file, too many files) refuses the whole push with one line,
-exit 6 (a bad runner list 2; a git or file-system failure 4). Every file is validated first: results, run logs
-and machine.json by `gemmbench check-results`, gpu-homes.tsv and benchmarks.json (the first listed
-machine's) by artifact_checks.py.
+exit 6 (a bad runner list 2; a git or file-system failure 4). Every file is validated first:
+results, run logs and machine.json by `gemmbench check-results`, gpu-homes.tsv and benchmarks.json
+(the first listed machine's) by artifact_checks.py.
 Git runs with hooks and fsmonitor off; $GH_TOKEN reaches `git fetch` and `git push` alone, through
 the environment. Writes pushed=true|false to $GITHUB_OUTPUT (true when the branch holds these).
 """
@@ -33,6 +33,10 @@ import time
 from pathlib import Path
 
 from artifact_checks import homes_problem, index_problem
+
+# The harness's one exit-code table (docs/exit-codes.md); gemmbench/exitcodes.py imports nothing.
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from gemmbench import exitcodes  # noqa: E402
 
 HARNESS = Path(__file__).resolve().parents[2]
 BRANCH = "asv-results"
@@ -68,7 +72,7 @@ class Refused(Exception):
     """The push is refused; the message says why, ``code`` is the exit code (docs/exit-codes.md):
     6 for an artifact holding what the push does not take, 2 for a bad runner list, 4 for git."""
 
-    def __init__(self, message: str, code: int = 6) -> None:
+    def __init__(self, message: str, code: int = exitcodes.CHECK_FAILED) -> None:
         super().__init__(message)
         self.code = code
 
@@ -90,13 +94,13 @@ def machines_from(runners_json: str) -> list[str]:
         runners = json.loads(runners_json)
     except ValueError as exc:
         raise Refused(
-            f"the runner list is not JSON ({exc.msg}); fix GPU_HISTORY_RUNNERS", 2
+            f"the runner list is not JSON ({exc.msg}); fix GPU_HISTORY_RUNNERS", exitcodes.USAGE
         ) from None
     if not isinstance(runners, list) or not runners:
         raise Refused(
             f"the runner list is {'empty' if runners == [] else 'not a JSON list'}; "
             "GPU_HISTORY_RUNNERS must name at least one runner",
-            2,
+            exitcodes.USAGE,
         )
     names = [r.get("machine") if isinstance(r, dict) else None for r in runners]
     for name in names:
@@ -104,7 +108,7 @@ def machines_from(runners_json: str) -> list[str]:
             raise Refused(
                 f"runner list entry machine={name!r} is not a plain folder name "
                 "(letters, digits, . _ -); fix GPU_HISTORY_RUNNERS",
-                2,
+                exitcodes.USAGE,
             )
     return names
 
@@ -275,7 +279,8 @@ def validate(files: dict[str, dict[str, Path]], index: Path | None, python: str)
             sys.stderr.write(proc.stdout + proc.stderr)
             last = (proc.stderr.strip().splitlines() or ["no message"])[-1]
             # check-results' own usage error or infrastructure failure is no failed check.
-            code = proc.returncode if proc.returncode in (2, 4) else 6
+            own = (exitcodes.USAGE, exitcodes.INFRASTRUCTURE)
+            code = proc.returncode if proc.returncode in own else exitcodes.CHECK_FAILED
             raise Refused(f"check-results refused the results: {last}", code)
 
 
@@ -360,7 +365,9 @@ def push(
             return True
         print(f"push rejected (attempt {attempt}), retrying on the new tip", flush=True)
         time.sleep(delay * attempt)
-    raise Refused(f"could not push results to {BRANCH} after {ATTEMPTS} attempts", 4)
+    raise Refused(
+        f"could not push results to {BRANCH} after {ATTEMPTS} attempts", exitcodes.INFRASTRUCTURE
+    )
 
 
 def output(**values: str) -> None:
@@ -401,12 +408,12 @@ def main(argv: list[str]) -> int:
         detail = (exc.stderr or "").strip().splitlines()[-1:] or ["no message"]
         print(f"::error title=git failed::git {exc.cmd[3]} exited {exc.returncode}: {detail[0]}")
         output(pushed="false")
-        return 4
+        return exitcodes.INFRASTRUCTURE
     except OSError as exc:
         where = exc.filename or ""
         print(f"::error title=Results refused::{where}: {exc.strerror}; nothing pushed")
         output(pushed="false")
-        return 4
+        return exitcodes.INFRASTRUCTURE
     output(pushed="true", machines=",".join(sorted(files)))
     return 0
 
