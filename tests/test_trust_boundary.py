@@ -41,7 +41,7 @@ def named_tests() -> list[tuple[str, str]]:
 
 
 def test_at_least_eleven_attacks():
-    """The table lists at least the eleven attacks issue 8 asks for, each with a test."""
+    """The table lists at least eleven attacks, each with a test."""
     rows = table_rows()
     assert len(rows) >= 11
     for needle in (
