@@ -5,8 +5,10 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import signal
 import sys
 import tempfile
+import threading
 import traceback
 from collections.abc import Callable
 from pathlib import Path
@@ -52,14 +54,39 @@ def cannot_write(path: str | Path, option: str) -> str | None:
     return None
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (a cancelled CI job), raised where the command is, so that each cleanup written
+    for Ctrl-C (worktrees, worker processes, asv's process group, partial files) runs for it too."""
+
+
 def run_command(name: str, main: Callable[[list[str]], int], argv: list[str]) -> int:
     """``main(argv)``'s exit code; an exception it did not expect becomes exit 4 (infrastructure,
     never 1, which means a regression), told in one line on stderr that names the exception and
-    the log file holding its traceback."""
+    the log file holding its traceback. SIGTERM stops it as Ctrl-C does, and exits 143."""
+    received: list[int] = []
+
+    def on_sigterm(signum, frame):
+        received.append(signum)
+        raise Terminated()
+
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGTERM, on_sigterm)
+    try:
+        code = _run_main(name, main, argv)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+    # A command reports an interrupt as 130 in its own words; SIGTERM's code is 143.
+    return exitcodes.TERMINATED if received and code == exitcodes.INTERRUPTED else code
+
+
+def _run_main(name: str, main: Callable[[list[str]], int], argv: list[str]) -> int:
     try:
         return main(argv)
-    except KeyboardInterrupt:
-        print(f"gemmbench {name}: interrupted", file=sys.stderr)
+    except KeyboardInterrupt as exc:
+        what = "terminated" if isinstance(exc, Terminated) else "interrupted"
+        print(f"gemmbench {name}: {what}", file=sys.stderr)
         return exitcodes.INTERRUPTED
     except Exception as exc:  # the last resort: everything expected was handled in `main`
         trace = traceback.format_exc()

@@ -58,13 +58,21 @@ TABLE: dict[int, tuple[str, str]] = {
 # Which codes each command can return; the docs' table is checked against this too.
 COMMANDS: dict[str, tuple[int, ...]] = {
     "gate": (OK, REGRESSION, USAGE, INCONCLUSIVE, INFRASTRUCTURE, INTERRUPTED, TERMINATED),
-    "bisect": (OK, USAGE, INCONCLUSIVE, INFRASTRUCTURE, INTERRUPTED),
-    "calibrate": (OK, CHECK_FAILED, USAGE, INCONCLUSIVE, INFRASTRUCTURE, INTERRUPTED),
-    "history": (OK, CHECK_FAILED, USAGE, INFRASTRUCTURE, IDENTITY_MISMATCH, INTERRUPTED),
-    "machine": (OK, USAGE, INFRASTRUCTURE, IDENTITY_MISMATCH, INTERRUPTED),
-    "check-results": (OK, CHECK_FAILED, USAGE, INFRASTRUCTURE, INTERRUPTED),
-    "report": (OK, CHECK_FAILED, USAGE, INFRASTRUCTURE, INTERRUPTED),
-    "tune": (OK, CHECK_FAILED, USAGE, INFRASTRUCTURE, INTERRUPTED),
+    "bisect": (OK, USAGE, INCONCLUSIVE, INFRASTRUCTURE, INTERRUPTED, TERMINATED),
+    "calibrate": (OK, CHECK_FAILED, USAGE, INCONCLUSIVE, INFRASTRUCTURE, INTERRUPTED, TERMINATED),
+    "history": (
+        OK,
+        CHECK_FAILED,
+        USAGE,
+        INFRASTRUCTURE,
+        IDENTITY_MISMATCH,
+        INTERRUPTED,
+        TERMINATED,
+    ),
+    "machine": (OK, USAGE, INFRASTRUCTURE, IDENTITY_MISMATCH, INTERRUPTED, TERMINATED),
+    "check-results": (OK, CHECK_FAILED, USAGE, INFRASTRUCTURE, INTERRUPTED, TERMINATED),
+    "report": (OK, CHECK_FAILED, USAGE, INFRASTRUCTURE, INTERRUPTED, TERMINATED),
+    "tune": (OK, CHECK_FAILED, USAGE, INFRASTRUCTURE, INTERRUPTED, TERMINATED),
 }
 
 
@@ -82,12 +90,14 @@ def markdown_tables() -> str:
     """The two tables of docs/exit-codes.md, generated from TABLE and COMMANDS (a test compares)."""
     lines = ["| code | name | meaning |", "|--:|---|---|"]
     lines += [f"| {code} | {name} | {meaning} |" for code, (name, meaning) in TABLE.items()]
-    codes = list(TABLE)
+    every = [code for code in TABLE if all(code in used for used in COMMANDS.values())]
+    codes = [code for code in TABLE if code not in every]
     lines += ["", "| command | " + " | ".join(map(str, codes)) + " |"]
     lines.append("|---|" + "|".join(":-:" for _ in codes) + "|")
     for command, used in COMMANDS.items():
         cells = ["✓" if code in used else "" for code in codes]
         lines.append(f"| `{command}` | " + " | ".join(cells) + " |")
+    lines += ["", f"Every command can also exit {', '.join(map(str, every))}."]
     return "\n".join(lines) + "\n"
 
 

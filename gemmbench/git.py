@@ -87,28 +87,28 @@ def detached_worktrees(
 ) -> Iterator[dict[str, Path]]:
     """Worktrees of ``revisions`` ({name: sha}) in a new temporary directory named after ``prefix``."""
     tmp = Path(tempfile.mkdtemp(prefix=prefix))
-    made: list[Path] = []
     try:
         for name, sha in revisions.items():
-            path = tmp / name
-            with _WORKTREES:
+            # Signals wait until git is done: a `worktree add` cut short leaves its worktree
+            # registered and locked ("initializing"), which a plain remove or prune keeps.
+            with signals_blocked(), _WORKTREES:
                 git(
                     repo,
                     "worktree",
                     "add",
                     "--detach",
                     "--quiet",
-                    str(path),
+                    str(tmp / name),
                     sha,
                     error=WorktreeError,
                 )
-            made.append(path)
         yield {name: tmp / name for name in revisions}
     finally:
         with signals_blocked(), _WORKTREES:
-            for path in made:
+            for name in revisions:  # each one asked for, made or not: git skips the others
                 _run(
-                    ["git", "-C", str(repo), "worktree", "remove", "--force", str(path)],
+                    ["git", "-C", str(repo), "worktree", "remove", "--force", "--force"]
+                    + [str(tmp / name)],
                     capture_output=True,
                 )
             _run(["git", "-C", str(repo), "worktree", "prune"], capture_output=True)

@@ -14,6 +14,11 @@ cupy_extra() {
 
 if [[ -n ${GEMM_PYTHON:-} ]]; then
     PY=$GEMM_PYTHON
+    if ! "$PY" -c 'import sys; sys.exit(sys.version_info < (3, 10))' >/dev/null 2>&1; then
+        echo "error: GEMM_PYTHON=$PY does not run Python 3.10 or later; name an interpreter" \
+            "that does, or unset GEMM_PYTHON to make .venv" >&2
+        exit 2
+    fi
     # Install only this package, from the checkout, with no downloads. Tests also run without it
     # (they import from the checkout), so a failure here is a warning, not the end.
     "$PY" -m pip install -q --no-deps --no-build-isolation -e "$repo" >&2 ||

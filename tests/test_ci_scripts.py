@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -308,14 +310,58 @@ def fake_bin(folder: Path, pytest_rc: int) -> Path:
 
 
 @pytest.mark.parametrize(
-    ("pytest_rc", "expected"), [(0, 0), (1, 6), (2, 6), (3, 4), (4, 2), (5, 6)]
+    ("pytest_rc", "expected"), [(0, 0), (1, 6), (2, 6), (3, 4), (4, 2), (5, 6), (-1, 4)]
 )
 def test_test_sh_maps_pytest_codes(tmp_path, pytest_rc, expected):
     """scripts/test.sh gives pytest's codes the table's meaning: failed tests, a collection error
-    (pytest's 2 without a Ctrl-C) and no tests are 6, never 1 (a regression)."""
-    bin_dir = fake_bin(tmp_path / "bin", pytest_rc)
-    proc = run("bash", "scripts/test.sh", env={"GEMM_PYTHON": str(bin_dir / "python")})
+    (pytest's 2 without a Ctrl-C) and no tests are 6, never 1 (a regression). The interpreter is
+    this one, with a stand-in pytest whose main returns PYTEST_RC (and pip refusing, as for an
+    interpreter that cannot install: a warning only)."""
+    standin = tmp_path / "standin" / "pytest"
+    standin.mkdir(parents=True)
+    (standin / "__init__.py").write_text(f"def main(args):\n    return {pytest_rc}\n")
+    python = tmp_path / "python"
+    python.write_text(
+        f'#!/bin/sh\n[ "$2" = pip ] && exit 1\n'
+        f'PYTHONPATH={standin.parent} exec {sys.executable} "$@"\n'
+    )
+    python.chmod(0o755)
+    proc = run("bash", "scripts/test.sh", env={"GEMM_PYTHON": str(python)})
     assert proc.returncode == expected, proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize(("signum", "expected"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_test_sh_stops_its_tests(tmp_path, signum, expected):
+    """Ctrl-C or SIGTERM to scripts/test.sh stops the tests themselves (nothing keeps running
+    after the script is gone, as a child pytest did on SIGTERM): exit 130 or 143."""
+    standin = tmp_path / "standin" / "pytest"
+    standin.mkdir(parents=True)
+    started = tmp_path / "started"
+    (standin / "__init__.py").write_text(
+        "import pathlib, time\n"
+        "def main(args):\n"
+        f"    pathlib.Path({str(started)!r}).write_text('yes')\n"
+        "    try:\n        time.sleep(60)\n    except KeyboardInterrupt:\n        return 2\n"
+        "    return 0\n"
+    )
+    python = tmp_path / "python"
+    python.write_text(
+        f'#!/bin/sh\n[ "$2" = pip ] && exit 1\n'
+        f'PYTHONPATH={standin.parent} exec {sys.executable} "$@"\n'
+    )
+    python.chmod(0o755)
+    proc = subprocess.Popen(
+        ["bash", "scripts/test.sh"],
+        cwd=ROOT,
+        env={**os.environ, "GEMM_PYTHON": str(python)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 60
+    while not started.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signum)
+    assert proc.wait(timeout=30) == expected
 
 
 @pytest.mark.parametrize(("pytest_rc", "expected"), [(0, 4), (1, 6)])
@@ -438,3 +484,23 @@ def test_gpu_jobs_install_what_they_run():
             assert name in subset or not parents & subset, (name, parents & subset)
     with pytest.raises(ValueError, match="no extra 'bogus'"):
         lock_subset.subset(lock, pyproject, ["bogus"])
+
+
+@pytest.mark.parametrize("python", ["/nonexistent/python", "/bin/false"])
+def test_gemm_python_that_runs_no_python(python):
+    """GEMM_PYTHON naming no interpreter is one usage line and exit 2, not bash's 127 or the
+    1 of a command that fails (1 means a regression)."""
+    proc = run("bash", "scripts/bench.sh", "64", env={"GEMM_PYTHON": python})
+    assert proc.returncode == 2, proc.stderr
+    assert len(proc.stderr.splitlines()) == 1 and f"GEMM_PYTHON={python}" in proc.stderr
+
+
+def test_gpu_suite_outdir_that_is_a_file(tmp_path):
+    """An OUTDIR that is a file is a usage error before any work: nothing is written beside it
+    or at the root, where an empty OUTDIR would have put the outputs."""
+    taken = tmp_path / "taken"
+    taken.write_text("")
+    proc = run("bash", "scripts/gpu-suite.sh", str(taken))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert len(proc.stderr.splitlines()) == 1 and "OUTDIR" in proc.stderr
+    assert proc.stdout == "" and sorted(tmp_path.iterdir()) == [taken]

@@ -1,0 +1,83 @@
+"""SIGTERM, as a cancelled CI job sends it, stops every command as Ctrl-C does, with exit 143."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from pathlib import Path
+
+import pytest
+from test_gate_e2e import MEASURED, Repo, start_measuring
+
+from gemmbench import cli, exitcodes
+
+
+@pytest.fixture
+def repo(tmp_path):
+    return Repo(tmp_path / "repo", tmp_path)
+
+
+def calibrate_command(repo: Repo) -> list[str]:
+    return [
+        sys.executable, "-m", "gemmbench", "calibrate", "--repo", str(repo.path),
+        "--cases-from", "benchcases:cases", "--thresholds", str(repo.thresholds),
+        "--gpu", "CPU double", "--runs", "3", "--rounds", "50",
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_calibrate_stops_and_cleans_up(repo, signum, code):
+    """calibrate has no signal handling of its own: the gate it runs must still remove both
+    worktrees and stop its workers, write nothing, and exit 143 for SIGTERM (it was killed
+    outright, leaving both behind, before SIGTERM became an interrupt for every command)."""
+    repo.commit("slow", MEASURED.replace("SLEEP = 0.0", "SLEEP = 0.05"))
+    before = repo.thresholds.read_text()
+    proc = start_measuring(repo, calibrate_command(repo))
+    proc.send_signal(signum)
+    assert proc.wait(timeout=30) == code
+    assert repo.thresholds.read_text() == before
+    assert processes_under(repo.tmp) == []
+    repo.assert_clean()
+
+
+def processes_under(folder: Path) -> list[int]:
+    """Processes still working in FOLDER (the workers run in their worktrees under it)."""
+    found = []
+    for proc_dir in Path("/proc").iterdir():
+        try:
+            cwd = os.readlink(proc_dir / "cwd")
+        except (OSError, ValueError):
+            continue  # not a process, gone, or not ours to read
+        if proc_dir.name.isdigit() and cwd.startswith(str(folder)):
+            found.append(int(proc_dir.name))
+    return found
+
+
+def test_run_command_maps_sigterm_to_143():
+    """A command that reports an interrupt (130) because of SIGTERM exits 143; Ctrl-C stays 130,
+    and SIGTERM's handler is the caller's again afterwards."""
+
+    def main_term(argv):
+        os.kill(os.getpid(), signal.SIGTERM)
+        return exitcodes.OK  # not reached: the signal arrives as an interrupt
+
+    def main_int(argv):
+        raise KeyboardInterrupt
+
+    before = signal.getsignal(signal.SIGTERM)
+    assert cli.run_command("test", main_term, []) == exitcodes.TERMINATED
+    assert cli.run_command("test", main_int, []) == exitcodes.INTERRUPTED
+    assert signal.getsignal(signal.SIGTERM) is before
+
+
+def test_worktrees_go_even_when_locked(repo):
+    """A worktree left locked, as a `git worktree add` cut short by a signal leaves it
+    ("initializing"), is removed with the rest: a plain `remove --force` or prune keeps it."""
+    from gemmbench import git
+
+    sha = repo.git("rev-parse", "HEAD")
+    with git.detached_worktrees(repo.path, {"base": sha, "head": sha}, "gemmbench-test-") as made:
+        repo.git("worktree", "lock", "--reason", "initializing", str(made["head"]))
+    assert repo.git("worktree", "list", "--porcelain").count("worktree ") == 1
+    assert not made["head"].parent.exists()
