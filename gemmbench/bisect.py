@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from . import exitcodes
+from . import thresholds as thresholds_mod
 from .cli import OneLineErrorParser, cannot_write
 from .gate import (
     DEFAULT_PROVIDER,
@@ -67,7 +68,7 @@ class Step:
         ratio = "" if self.ratio is None else f", head/good {self.ratio:.3f}"
         p = "" if self.p is None else f", p = {self.p:.2g}"
         again = f" (attempt {self.attempt})" if self.attempt > 1 else ""
-        return f"{self.commit[:12]} {self.verdict}{ratio}{p}{again}: {self.subject}"
+        return f"{self.commit[:12]} {self.verdict}{ratio}{p}{again} ({self.subject!r})"
 
 
 def progress(message: str) -> None:
@@ -268,6 +269,11 @@ def document(args, bisection: Bisection, found: str | None, code: int, why: str,
 
 def run(args: argparse.Namespace, bisection: Bisection) -> str:
     """The first slower commit; Refused when there is none to find or a gate cannot say."""
+    path = Path(args.thresholds) if args.thresholds else thresholds_mod.default_path()
+    try:  # before any gate: every gate would refuse it, after checking out and starting workers
+        thresholds_mod.load(path)
+    except thresholds_mod.ThresholdsError as exc:
+        raise Refused(exitcodes.USAGE, " ".join(str(exc).split())) from None
     good, bad, commits = first_parent_range(Path(args.repo), args.good, args.bad)
     gates = math.ceil(math.log2(len(commits))) + 1
     progress(

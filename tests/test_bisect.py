@@ -129,6 +129,15 @@ class TestBisectRefuses:
         assert result["first_slower"] is None and result["gates"] == 1
         assert result["steps"][0]["verdict"] != "slower"
 
+    def test_bad_thresholds_before_any_gate(self, repo):
+        """A thresholds file every gate would refuse is one line and exit 2 before gate 1."""
+        good, commits = planted_range(repo, planted=1)
+        bad = repo.tmp / "bad.toml"
+        bad.write_text("x = [")
+        done = bisect(repo, good, commits[-1], "--bench", "hash", "--thresholds", str(bad))
+        assert done.returncode == 2, done.stderr
+        assert "gate 1" not in done.stderr and "cannot read thresholds" in last_line(done)
+
     def test_unknown_bench_is_usage(self, repo):
         good, commits = planted_range(repo, planted=3)
         done = bisect(repo, good, commits[-1], "--bench", "no-such-bench")

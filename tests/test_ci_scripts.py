@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -504,3 +505,12 @@ def test_gpu_suite_outdir_that_is_a_file(tmp_path):
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert len(proc.stderr.splitlines()) == 1 and "OUTDIR" in proc.stderr
     assert proc.stdout == "" and sorted(tmp_path.iterdir()) == [taken]
+
+
+def test_sanitize_logdir_from_where_it_was_started(tmp_path):
+    """A relative LOGDIR lies where the script was started, not in the checkout."""
+    if shutil.which("compute-sanitizer"):
+        pytest.skip("compute-sanitizer is installed here: the sweep would run")
+    proc = run("bash", str(ROOT / "scripts" / "sanitize.sh"), "logs", cwd=tmp_path)
+    assert proc.returncode == 4, proc.stderr  # no compute-sanitizer, after making LOGDIR
+    assert (tmp_path / "logs").is_dir() and not (ROOT / "logs").exists()

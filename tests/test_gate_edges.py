@@ -47,6 +47,16 @@ class TestBounds:
         assert option in one_line(done)
         assert time.monotonic() - started < 30
 
+    def test_json_and_markdown_one_file(self, repo):
+        """--json and --markdown naming one file (by any spelling) is refused before any work:
+        one would overwrite the other."""
+        base = repo.git("rev-parse", "HEAD")
+        same = f"{repo.tmp}/../{repo.tmp.name}/gate.json"
+        done = repo.run_gate(base, docs_commit(repo), "--markdown", same)
+        assert done.returncode == 2
+        assert "name the same file" in one_line(done)
+        assert not (repo.tmp / "gate.json").exists()
+
     @pytest.mark.parametrize(
         ("option", "value"),
         [("--budget-s", "nan"), ("--budget-s", "inf"), ("--budget-s", "-1"), ("--runs", "1000")],

@@ -18,6 +18,7 @@ import signal
 import sys
 import threading
 from collections.abc import Sequence
+from pathlib import Path
 
 from .. import exitcodes
 from .. import machine as gpu_machine
@@ -210,6 +211,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parse_args(sys.argv[1:] if argv is None else list(argv))
     except SystemExit as exc:  # argparse has printed the usage error
         return exc.code if isinstance(exc.code, int) else exitcodes.USAGE
+    if args.json and args.markdown and Path(args.json).resolve() == Path(args.markdown).resolve():
+        print("gemmbench gate: --json and --markdown name the same file; give two", file=sys.stderr)
+        return exitcodes.USAGE
     for option, path in (("--json", args.json), ("--markdown", args.markdown)):
         if path and (why := cannot_write(path, option)):  # before any checkout or GPU work
             print(f"gemmbench gate: {why}", file=sys.stderr)
