@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import select
 import sys
 
 from . import cli, config, exitcodes
@@ -62,9 +63,37 @@ def main(argv: list[str] | None = None) -> int:
     # The command's module is imported inside run_command: a module that cannot be imported is
     # an unexpected error as well (exit 4, never 1).
     module = COMMANDS[argv[0]][0]
-    return cli.run_command(
-        argv[0], lambda rest: importlib.import_module(module).main(rest), argv[1:]
-    )
+    return cli.run_command(argv[0], lambda rest: _run(argv[0], module, rest), argv[1:])
+
+
+def _run(name: str, module: str, rest: list[str]) -> int:
+    """The command's exit code; a reader that closed our stdout (``| head``) stops it quietly."""
+    try:
+        code = importlib.import_module(module).main(rest)
+        sys.stdout.flush()  # here, not at exit, where a closed pipe would print a traceback
+        return code
+    except BrokenPipeError:
+        if not _stdout_closed():  # another pipe (a worker's, say): unexpected, exit 4
+            raise
+    # Nothing more can be shown, so the output is incomplete: not 0, which would pass a report
+    # whose table (and wrong-result check) never ran. Usage's 2, not infrastructure's 4: the
+    # caller's pipeline closed the output, and rerunning it gives the same end.
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the exit's flush: no error
+    try:
+        print(f"gemmbench {name}: stopped: its output's reader closed the pipe", file=sys.stderr)
+    except OSError:
+        pass
+    return exitcodes.USAGE
+
+
+def _stdout_closed() -> bool:
+    """Whether stdout is a pipe whose reader has gone (poll reports an error on it)."""
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(events & select.POLLERR for _, events in poller.poll(0))
+    except (AttributeError, OSError, ValueError):  # no poll() (Windows), or no real stdout
+        return False
 
 
 def report(argv: list[str] | None = None) -> int:

@@ -39,7 +39,9 @@ from __future__ import annotations
 import difflib
 import functools
 import importlib
+import math
 import os
+import re
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -55,6 +57,14 @@ HARNESS_PYPROJECT = Path(__file__).resolve().parent.parent / "pyproject.toml"
 SHAPE_SETS = ("suite", "gate", "tune", "report", "sweep")
 
 Shape = tuple[int, ...]
+
+# No GPU holds 1 TiB: more is a typo, refused as the shape is read (so no size overflows CuPy's C
+# integers); one too big for the GPU at hand, by report and tune (measure.memory_problem).
+MAX_OPERAND_BYTES = 2**40
+# Sizes are ASCII digits only: int() alone would also take "1_000", " 7" and "٤" (Arabic-Indic).
+_SHAPE = re.compile(r"[0-9]+(?:\s*[x×]\s*[0-9]+)*|[0-9]+(?:\s+[0-9]+)+")
+# A module name import_module can take without a package to be relative to ("" or "." cannot).
+_MODULE = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*", re.ASCII)
 
 
 class ConfigError(ValueError):
@@ -145,7 +155,15 @@ class Config:
     def bench_module(self):
         """The module that prepares one variant at one shape (``bench``)."""
         add_pythonpath(self)
-        return importlib.import_module(self.bench)
+        try:
+            module = importlib.import_module(self.bench)
+        except ImportError as exc:
+            why = f"cannot be imported ({exc}); name a module on sys.path or in pythonpath"
+        else:
+            if callable(getattr(module, "prepare", None)):
+                return module
+            why = "has no prepare(variant, *shape, raise_if_wrong=True) function"
+        raise ConfigError(f"{self.path}: [tool.gemmbench] bench = {self.bench!r} {why}")
 
 
 def add_pythonpath(config: Config) -> None:
@@ -155,18 +173,32 @@ def add_pythonpath(config: Config) -> None:
             sys.path.insert(0, str(folder))
 
 
-def parse_shape(text: str) -> Shape:
-    """ "N" as (N, N, N); "AxB" and "AxBxC" (also with ×) as tuples; ValueError otherwise."""
-    parts = str(text).lower().replace("×", "x").split("x")
-    try:
-        values = tuple(int(p) for p in parts)
-    except ValueError:
-        values = ()
+def parse_shape(text: str, dims: tuple[int, ...] = (2, 3), forms: str = "N, AxB or AxBxC") -> Shape:
+    """ "N" as N max(dims) times; "AxB", "AxBxC" (also with × or spaces) as tuples whose length is
+    in ``dims``; sizes in ASCII digits, the operands within MAX_OPERAND_BYTES; ValueError else."""
+    # A TOML integer (suite = [64]) reads as its digits; a float or a bool does not.
+    plain = str(text) if isinstance(text, int) and not isinstance(text, bool) else text
+    plain = plain.strip().lower() if isinstance(plain, str) else ""
+    values = tuple(map(int, re.split(r"[\sx×]+", plain))) if _SHAPE.fullmatch(plain) else ()
     if len(values) == 1:
-        values = values * 3
-    if not values or len(values) > 3 or min(values) <= 0:
-        raise ValueError(f"shape {text!r} is not N, AxB or AxBxC with positive sizes")
+        values = values * max(dims)
+    if len(values) not in dims or min(values) <= 0:
+        raise ValueError(f"shape {text!r} is not {forms} with positive sizes")
+    need = operand_bytes(values)
+    if need > MAX_OPERAND_BYTES:
+        raise ValueError(
+            f"shape {text!r} needs {need:.3g} bytes for its float32 operands, more than any GPU "
+            f"holds; keep them within {MAX_OPERAND_BYTES // 2**40} TiB"
+        )
     return values
+
+
+def operand_bytes(shape: Shape) -> int:
+    """Bytes of the float32 operands at ``shape``: A, B and C of MxNxK, else one A×B array."""
+    if len(shape) == 3:
+        m, n, k = shape
+        return 4 * (m * k + k * n + m * n)
+    return 4 * math.prod(shape)
 
 
 def shape_label(shape: Shape) -> str:
@@ -196,9 +228,13 @@ def _unknown(label: str, known) -> str:
     return f"{label} is not a known key{hint}; known keys: {', '.join(known)}"
 
 
-def _string(table, key: str, problems: list[str], default=None):
+def _text(value) -> bool:  # no control character (TOML's "\u0000", say) is in a name or path
+    return isinstance(value, str) and bool(value.strip()) and value.isprintable()
+
+
+def _string(table, key: str, problems: list[str], default=None, module: bool = False):
     value = table.get(key, default)
-    if value is not None and not (isinstance(value, str) and value.strip()):
+    if value is not None and not (_text(value) and (not module or _MODULE.fullmatch(value))):
         problems.append(f"{key} must be {_TOP[key]}, got {value!r}")
         return default
     return value
@@ -208,7 +244,7 @@ def _strings(table, key: str, problems: list[str]):
     value = table.get(key)
     if value is None:
         return None
-    if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
+    if not isinstance(value, list) or not all(_text(v) for v in value):
         problems.append(f"{key} must be {_TOP[key]}, got {value!r}")
         return None
     return tuple(value)
@@ -269,25 +305,30 @@ def _budgets(table, problems: list[str]) -> Budgets:
 
 def parse(data: Mapping, path: Path) -> Config:
     """The checked ``[tool.gemmbench]`` table of a parsed ``pyproject.toml`` at ``path``."""
-    table = data.get("tool", {}).get("gemmbench")
+    tool = data.get("tool", {})
+    table = tool.get("gemmbench") if isinstance(tool, dict) else None
     if not isinstance(table, dict):
         raise ConfigError(f"{path}: no [tool.gemmbench] table (docs/adopt.md shows one)")
     problems: list[str] = []
     for key in table:
         if key not in _TOP:
             problems.append(_unknown(key, _TOP))
-    package = _string(table, "package", problems)
+    package = _string(table, "package", problems, module=True)
     if package is None and "package" not in table:
         problems.append(f"package is missing; it must be {_TOP['package']}")
     provider = _string(table, "provider", problems, Config.provider)
-    if ":" not in provider:
+    module, _, function = provider.partition(":")
+    if not (_MODULE.fullmatch(module) and function.isidentifier()):
         problems.append(f"provider must be {_TOP['provider']}, got {provider!r}")
     pythonpath = _strings(table, "pythonpath", problems) or ()
+    variants = _strings(table, "variants", problems)
+    if variants == ():
+        problems.append("variants must name at least one variant, got []")
     values = {
         "registry": _string(table, "registry", problems, Config.registry),
-        "variants": _strings(table, "variants", problems),
+        "variants": variants or None,
         "baseline": _string(table, "baseline", problems),
-        "bench": _string(table, "bench", problems, Config.bench),
+        "bench": _string(table, "bench", problems, Config.bench, module=True),
         "pythonpath": tuple((path.parent / p).resolve() for p in pythonpath),
         "provider": provider,
         "title": _string(table, "title", problems, Config.title),
@@ -302,16 +343,34 @@ def parse(data: Mapping, path: Path) -> Config:
     return Config(path=path, package=package, **values)
 
 
+def _resolved(path: str | Path) -> Path:
+    try:
+        return Path(path).expanduser().resolve()
+    except (OSError, RuntimeError) as exc:  # a folder since deleted; "~" without a home
+        where = "the working directory" if str(path) == "." else str(path)
+        why = getattr(exc, "strerror", None) or exc
+        raise ConfigError(
+            f"cannot look for the configuration from {where}: {why}; run from an existing "
+            f"folder of the project, or set {ENV} to its pyproject.toml"
+        ) from None
+
+
 def find(start: Path | None = None) -> Path:
     """The pyproject.toml the harness reads (see the module docstring for the order)."""
     if os.environ.get(ENV):
-        path = Path(os.environ[ENV]).expanduser().resolve()
+        path = _resolved(os.environ[ENV])
         return path / "pyproject.toml" if path.is_dir() else path
-    here = (start or Path(os.environ.get("ASV_CONF_DIR") or Path.cwd())).resolve()
+    here = _resolved(start or os.environ.get("ASV_CONF_DIR") or ".")
     for folder in (here, *here.parents):
         candidate = folder / "pyproject.toml"
-        if candidate.is_file() and b"[tool.gemmbench" in candidate.read_bytes():
-            return candidate
+        try:
+            if candidate.is_file() and b"[tool.gemmbench" in candidate.read_bytes():
+                return candidate
+        except OSError as exc:  # skipping it could measure with another project's table
+            raise ConfigError(
+                f"{candidate}: cannot read it to look for [tool.gemmbench] "
+                f"({exc.strerror or exc}); make it readable, or set {ENV}"
+            ) from None
     return HARNESS_PYPROJECT
 
 
@@ -322,11 +381,20 @@ def _load(path: Path) -> Config:
             data = tomllib.load(f)
     except FileNotFoundError:
         raise ConfigError(f"{path}: configuration file not found ({ENV})") from None
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise ConfigError(f"{path}: cannot read the configuration: {exc}") from None
+    except (OSError, ValueError, RecursionError) as exc:
+        raise ConfigError(f"{path}: cannot read the configuration: {toml_problem(exc)}") from None
     return parse(data, path)
+
+
+def toml_problem(exc: Exception) -> str:
+    """Why tomllib could not read a file, in words (ValueError: not UTF-8, or not TOML)."""
+    if isinstance(exc, UnicodeDecodeError):  # tomllib decodes the whole file before parsing
+        return f"byte {exc.start} is not UTF-8; save it as UTF-8 TOML"
+    if isinstance(exc, RecursionError):
+        return "nested too deeply to parse"
+    return str(getattr(exc, "strerror", None) or exc)
 
 
 def load(path: str | Path | None = None) -> Config:
     """The configuration at ``path``, else the one :func:`find` finds; cached per file."""
-    return _load(Path(path).resolve() if path else find())
+    return _load(_resolved(path) if path else find())

@@ -29,7 +29,11 @@ TABLE: dict[int, tuple[str, str]] = {
         "the gate found head slower than base, broken where base ran, or refused its timings; "
         "nothing else returns 1",
     ),
-    USAGE: ("usage", "bad arguments, files or configuration; the message says which"),
+    USAGE: (
+        "usage",
+        "bad arguments, files or configuration, a shape too big for the GPU, or an output whose "
+        "reader closed it; the message says which",
+    ),
     INCONCLUSIVE: (
         "inconclusive",
         "the measurement cannot be trusted (GPU throttled, clock dropped, another process, "

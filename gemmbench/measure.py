@@ -29,7 +29,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from . import history_phases, timing
+from . import exitcodes, history_phases, timing
 
 # Changing the seed changes every tool's inputs at once; the timings do not depend on the values
 # (no kernel here branches on data), so stored histories stay comparable.
@@ -46,6 +46,11 @@ PURPOSES = ("comparison", "tuning")
 # How ``prepare(dispatch=...)`` picks a dispatching variant's configuration: the GPU's tuning
 # table (else the heuristic), or the heuristic alone, as a GPU without a table entry runs.
 DISPATCH_MODES = ("table", "heuristic")
+# The most timed (or warm-up) launches a command takes per variant and shape: more measures
+# nothing a median of 1000 does not, and a typo of 10**8 would hold the GPU for days.
+MAX_REPEAT = 1000
+# What CUDA's and cuBLAS's errors say when an allocation failed (CuPy's own is a MemoryError).
+_ALLOCATION_FAILED = ("cudaErrorMemoryAllocation", "CUBLAS_STATUS_ALLOC_FAILED")
 
 
 class WrongResult(AssertionError):
@@ -225,6 +230,62 @@ class _InTurn:
         launch = self.launches[self.next]
         self.next = (self.next + 1) % len(self.launches)
         return launch()
+
+
+def bytes_needed(m: int, n: int, k: int) -> int:
+    """About the most GPU memory :func:`prepare` holds at once at (m, n, k): the float32 inputs
+    and output, the float64 reference (and, while the error is measured, the output in float64
+    and its difference from the reference), and the output a caller's previous variant holds."""
+    inputs_ = m * k + k * n
+    reference_ = 12 * inputs_ + 12 * m * n  # inputs in float32 and float64, out and product
+    check = 4 * inputs_ + 28 * m * n  # inputs, out, the reference, out in float64, the difference
+    return max(reference_, check) + 4 * m * n
+
+
+def gib(size: float) -> str:
+    """Bytes as GiB for a message: "12.5 GiB"."""
+    return f"{size / 2**30:.1f} GiB"
+
+
+def memory_problem(shapes, bench) -> str | None:
+    """Why a shape cannot fit in the GPU memory free now (None when all can), found before any
+    allocation from ``bench.bytes_needed``; a bench module without it is not checked."""
+    if not shapes or not hasattr(bench, "bytes_needed"):
+        return None
+    import cupy
+
+    try:
+        free, total = cupy.cuda.runtime.memGetInfo()
+    except cupy.cuda.runtime.CUDARuntimeError:  # the first allocation will say what is wrong
+        return None
+    need, shape = max((bench.bytes_needed(*s), s) for s in shapes)
+    if need <= free:
+        return None
+    label = "x".join(map(str, shape))
+    return (
+        f"shape {label} needs about {gib(need)} of GPU memory (its operands and the check's "
+        f"float64 reference), and this GPU has {gib(free)} free of {gib(total)}; choose a "
+        "smaller shape or free the GPU"
+    )
+
+
+@contextlib.contextmanager
+def memory_named(shape, bench):
+    """An allocation that fails inside the block stops the command with usage's exit code, in
+    one line naming ``shape`` and what it needs: the shape is too big for this GPU as it is."""
+    try:
+        yield
+    except Exception as exc:
+        text = f"{type(exc).__name__} {exc}"
+        if not isinstance(exc, MemoryError) and not any(s in text for s in _ALLOCATION_FAILED):
+            raise
+        label = "x".join(map(str, shape))
+        need = bench.bytes_needed(*shape) if hasattr(bench, "bytes_needed") else None
+        about = f" (it needs about {gib(need)})" if need else ""
+        raise exitcodes.CommandStop(
+            exitcodes.USAGE,
+            f"out of memory at shape {label}{about}: choose a smaller shape or free the GPU",
+        ) from None
 
 
 def flops(m: int, n: int, k: int) -> int:

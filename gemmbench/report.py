@@ -28,18 +28,12 @@ from .cli import OneLineErrorParser, cannot_write
 
 def parse_shape(text: str, dims: tuple[int, ...] = (3,)) -> tuple[int, ...]:
     """N (all sizes N), AxB or MxNxK (also M×N×K or "M N K") with as many sizes as ``dims``
-    allows; ArgumentTypeError when it is none of these."""
-    parts = text.lower().replace("×", "x").replace("x", " ").split()
+    allows, in ASCII digits (config.parse_shape); ArgumentTypeError when it is none of these."""
+    forms = "N or " + " or ".join({2: "AxB", 3: "MxNxK"}[d] for d in dims)
     try:
-        values = tuple(int(p) for p in parts)
-    except ValueError:
-        values = ()
-    if len(values) == 1:
-        values = values * max(dims)
-    if len(values) not in dims or min(values) <= 0:
-        forms = " or ".join({2: "AxB", 3: "MxNxK"}[d] for d in dims)
-        raise argparse.ArgumentTypeError(f"shape {text!r} is not N or {forms} with positive sizes")
-    return values
+        return config_mod.parse_shape(text, dims, forms)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _any_shape(text: str) -> tuple[int, ...]:
@@ -71,7 +65,12 @@ def _parser(variants: list[str]) -> OneLineErrorParser:
         help=f"variants to run, of {', '.join(variants)} (default: all); sizes after them are "
         "read as shapes",
     )
-    p.add_argument("--repeat", type=int, default=20, help="timed launches per variant (median)")
+    p.add_argument(
+        "--repeat",
+        type=int,
+        default=20,
+        help=f"timed launches per variant (median; at most {measure.MAX_REPEAT})",
+    )
     p.add_argument("--warmup", type=int, default=3, help="untimed launches first")
     p.add_argument("--json", metavar="PATH", help="also write the figures as JSON to PATH")
     p.add_argument(
@@ -85,8 +84,9 @@ def _parser(variants: list[str]) -> OneLineErrorParser:
         "--random",
         type=int,
         metavar="N",
-        help=f"with --sweep: N random shapes instead, each size log-uniform from "
-        f"{sweep.RANDOM_RANGE[0]} to {sweep.RANDOM_RANGE[1]}, half with N or K not a multiple of 4",
+        help=f"with --sweep: N random shapes instead (at most {sweep.MAX_RANDOM}), each size "
+        f"log-uniform from {sweep.RANDOM_RANGE[0]} to {sweep.RANDOM_RANGE[1]}, half with N or K "
+        "not a multiple of 4",
     )
     p.add_argument("--seed", type=int, help="--random's seed (default: a new one, printed)")
     return p
@@ -114,11 +114,17 @@ def parse_args(argv: list[str], variants: list[str]) -> argparse.Namespace:
     args.variants = list(dict.fromkeys(chosen))
     if args.repeat < 1 or args.warmup < 0:
         parser.error("--repeat must be ≥ 1 and --warmup ≥ 0")
+    if max(args.repeat, args.warmup) > measure.MAX_REPEAT:
+        parser.error(f"--repeat and --warmup must be at most {measure.MAX_REPEAT}")
+    if args.json == "":
+        parser.error("--json needs a file name, not an empty one")
     if args.random is not None or args.seed is not None:
         if not args.sweep or args.random is None:
             parser.error("--random goes with --sweep, and --seed with --random")
         if args.random < 1 or shapes:
             parser.error("--random N needs N ≥ 1 and replaces the shapes; give one or the other")
+        if args.random > sweep.MAX_RANDOM:
+            parser.error(f"--random N takes N ≤ {sweep.MAX_RANDOM} shapes")
         if args.seed is None:
             args.seed = secrets.randbelow(2**31)
         elif args.seed < 0:
@@ -138,12 +144,14 @@ def run(
     *,
     bench=measure,
     baseline: str | None = None,
+    records: list[dict] | None = None,
 ) -> list[dict]:
-    """Check and time every (shape, variant) through ``bench``; one record per pair.
+    """Check and time every (shape, variant) through ``bench``; one record per pair, appended to
+    ``records`` as each is measured (so an interrupted run keeps them: ``add_ratios``).
 
     A wrong variant is not timed. Ratios are to ``baseline`` and to the first of ``variants``.
     """
-    records = []
+    records = [] if records is None else records
     total = len(shapes) * len(variants)
     done = 0
     timer = measure.new_timer()
@@ -152,13 +160,14 @@ def run(
         for name in variants:
             done += 1
             print(f"[{done}/{total}] {label} {name} ...", file=progress, flush=True)
-            prepared = bench.prepare(name, *shape, raise_if_wrong=False)
-            correct = bool(prepared.error <= prepared.bound)
-            samples = (
-                measure.device_times(prepared.launch, repeat=repeat, warmup=warmup, timer=timer)
-                if correct
-                else []
-            )
+            with measure.memory_named(shape, bench):
+                prepared = bench.prepare(name, *shape, raise_if_wrong=False)
+                correct = bool(prepared.error <= prepared.bound)
+                samples = (
+                    measure.device_times(prepared.launch, repeat=repeat, warmup=warmup, timer=timer)
+                    if correct
+                    else []
+                )
             seconds = statistics.median(samples) if samples else None
             records.append(
                 {
@@ -172,6 +181,13 @@ def run(
                     "samples_s": samples,
                 }
             )
+    add_ratios(records, variants, baseline)
+    return records
+
+
+def add_ratios(records: list[dict], variants, baseline: str | None) -> None:
+    """Each record's time as a fraction of the baseline's and as a speed-up over the first
+    variant's, at its shape (None where either is missing)."""
     first = next((v for v in variants if v != baseline), None)
     for record in records:
         by_name = {r["variant"]: r["median_s"] for r in records if r["shape"] == record["shape"]}
@@ -182,7 +198,6 @@ def run(
         record["speedup_over_first"] = (
             by_name[first] / mine if mine and by_name.get(first) else None
         )
-    return records
 
 
 def format_table(records: list[dict], baseline: str | None = None, first: str | None = None) -> str:
@@ -229,6 +244,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         config = config_mod.load()
         registered = config.variant_names()  # the registry only; nothing is compiled here
+        bench = config.bench_module()  # a `bench` that cannot be imported is found before a GPU
     except config_mod.ConfigError as exc:
         print(f"gemmbench report: {exc}", file=sys.stderr)
         return exitcodes.USAGE
@@ -245,24 +261,36 @@ def main(argv: list[str] | None = None) -> int:
     if why := _no_device():
         print(f"gemmbench report: no usable NVIDIA GPU: {why}", file=sys.stderr)
         return exitcodes.INFRASTRUCTURE
+    if why := measure.memory_problem(args.shapes, bench):  # before anything is compiled
+        print(f"gemmbench report: {why}", file=sys.stderr)
+        return exitcodes.USAGE
+    try:
+        return _report(args, config, bench)
+    except exitcodes.CommandStop as stop:  # out of GPU memory at a shape (measure.memory_named)
+        print(f"gemmbench report: {stop}", file=sys.stderr)
+        return stop.code
+
+
+def _report(args: argparse.Namespace, config: config_mod.Config, bench) -> int:
+    """Measure, print and write the report (or the sweep) once every input has been checked."""
     baseline = config.baseline
     if args.sweep:
-        return sweep.main(args, config, device_description)
+        return sweep.main(args, config, device_description, bench=bench)
     variants = list(dict.fromkeys([baseline, *args.variants] if baseline else args.variants))
     first = next((v for v in variants if v != baseline), None)
     started = time.time()
+    records: list[dict] = []
+    interrupted = False
     try:
-        records = run(
-            args.shapes,
-            variants,
-            args.repeat,
-            args.warmup,
-            bench=config.bench_module(),
-            baseline=baseline,
-        )
+        run(args.shapes, variants, args.repeat, args.warmup, bench=bench, baseline=baseline,
+            records=records)  # fmt: skip
     except KeyboardInterrupt:
-        print("gemmbench report: interrupted; nothing written", file=sys.stderr)
-        return exitcodes.INTERRUPTED
+        interrupted = True
+        add_ratios(records, variants, baseline)
+        if not records:
+            print("gemmbench report: interrupted; nothing measured, nothing written",
+                  file=sys.stderr)  # fmt: skip
+            return exitcodes.INTERRUPTED
     device = device_description()
     print(
         f"\n{device['gpu']} (sm_{device['compute_capability']}), CuPy {device['cupy']}, "
@@ -279,10 +307,16 @@ def main(argv: list[str] | None = None) -> int:
             "l2": measure.L2_POLICY,
             "baseline": baseline,
             "first": first,
+            "interrupted": interrupted,
             "records": records,
         }
         with open(args.json, "w", encoding="utf-8") as fh:
             json.dump(payload, fh, indent=1)
+    if interrupted:  # what was measured is shown and kept; a wrong result among it still shows
+        kept = f" and written to {args.json}" if args.json else ""
+        print(f"gemmbench report: interrupted; the {len(records)} pairs measured are shown{kept}",
+              file=sys.stderr)  # fmt: skip
+        return exitcodes.INTERRUPTED
     wrong = [r for r in records if not r["correct"]]
     if wrong:
         names = ", ".join(f"{r['variant']} at {r['shape']}" for r in wrong)

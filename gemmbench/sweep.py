@@ -33,6 +33,8 @@ SCOPE = (
 # --random draws each dimension log-uniform over this range, half of the shapes with N or K
 # not a multiple of 4 (the kernels' scalar load path) and the other half with both multiples.
 RANDOM_RANGE = (256, 16384)
+# --random's most shapes: each takes seconds to minutes of GPU time, so a thousand is a day.
+MAX_RANDOM = 1000
 ALIGNMENT = 4
 
 
@@ -294,9 +296,10 @@ def run(
     for index, shape in enumerate(shapes, 1):
         label = config_mod.shape_label(shape)
         print(f"[{index}/{len(shapes)}] {label} ...", file=progress, flush=True)
-        mine = measure_shape(
-            shape, baseline, columns, bench=bench, timer=timer, repeat=repeat, warmup=warmup
-        )
+        with measure.memory_named(shape, bench):
+            mine = measure_shape(
+                shape, baseline, columns, bench=bench, timer=timer, repeat=repeat, warmup=warmup
+            )
         records += mine
         print(format_row(mine), file=out, flush=True)
         if on_shape is not None:

@@ -341,8 +341,9 @@ def load(path: str | Path | None = None) -> Thresholds:
         raise ThresholdsError(
             f"{path}: thresholds file not found (pass --thresholds PATH)"
         ) from None
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise ThresholdsError(f"{path}: cannot read thresholds: {exc}") from None
+    except (OSError, ValueError, RecursionError) as exc:  # ValueError: not UTF-8, or not TOML
+        why = config_mod.toml_problem(exc)
+        raise ThresholdsError(f"{path}: cannot read thresholds: {why}") from None
 
     problems: list[str] = []
     sections = {}

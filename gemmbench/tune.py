@@ -16,7 +16,8 @@ of gemm/dispatch_table.py is replaced by this run's winners, and its section of 
 this run's measurements. With ``--budget-s`` no shape after the first is started once that many
 seconds have passed; the shapes not reached are named, and their classes keep the previous entry.
 Exit: 0 done; 6 some candidate (or cuBLAS) gave a wrong result (the table is written from the
-others); 2 usage (checked before any GPU work, output paths included); 4 no usable GPU; 130
+others); 2 usage (checked before any GPU work, output paths included; a shape too big for the
+GPU's free memory, checked before anything is compiled); 4 no usable GPU; 130
 interrupted (the table and docs/tuning.md left as they were).
 
 ``--repick`` needs no GPU: it picks the winners again from an earlier run's ``--json`` rows (each
@@ -38,6 +39,7 @@ from gemm.variants import Config, Variant, config_name
 from gemmbench import config as harness_config
 from gemmbench import exitcodes, machine, measure, tune_table
 from gemmbench.cli import OneLineErrorParser, cannot_write
+from gemmbench.measure import MAX_REPEAT, memory_named, memory_problem
 from gemmbench.report import parse_shape
 
 L2_POLICY = measure.L2_POLICY
@@ -86,62 +88,68 @@ def run(shapes, args, progress=sys.stderr, now=time.monotonic) -> tuple[list[dic
             return rows, skipped
         shape = f"{m}x{n}x{k}"
         print(f"[{index + 1}/{len(shapes)}] {shape}: cuBLAS ...", file=progress, flush=True)
-        # The first prepare at a shape computes measure's float64 reference; every later one at
-        # the same shape reuses it (measure.reference caches the last shape's), so each shape
-        # pays for one float64 product however many candidates it has.
-        cublas = measure.prepare("cublas", m, n, k, raise_if_wrong=False)
-        cublas_s = None
-        if cublas.error <= cublas.bound:  # a NaN fails this comparison too
-            cublas_s = statistics.median(
-                measure.device_times(
-                    cublas.launch, repeat=args.repeat, warmup=args.warmup, timer=timer
-                )
-            )
-        else:
-            print(
-                f"{shape} cuBLAS: WRONG (rel. error {cublas.error:.1e} > {cublas.bound:.1e}); "
-                "not timed, no yardstick at this shape",
-                file=progress,
-                flush=True,
-            )
-        del cublas  # frees its output (256 MiB at 8192³) before the candidates allocate theirs
-        for variant in (v for v in VARIANTS.values() if v.dispatch):
-            for config, splits in candidates(variant, m, n, k, gpu.sm_count):
-                prepared = measure.prepare(
-                    variant.name, m, n, k, raise_if_wrong=False, config=config, splits=splits
-                )
-                correct = bool(prepared.error <= prepared.bound)  # NaN fails too
-                seconds = None
-                if correct:  # a wrong result is never timed (measure's rule)
-                    seconds = statistics.median(
-                        measure.device_times(
-                            prepared.launch, repeat=args.repeat, warmup=args.warmup, timer=timer
-                        )
-                    )
-                row = {
-                    "m": m,
-                    "n": n,
-                    "k": k,
-                    "class": dispatch.shape_class(m, n, k),
-                    "variant": variant.name,
-                    "config": config_name(config),
-                    "splits": splits,
-                    "median_s": seconds,
-                    "tflops": prepared.flops / seconds / 1e12 if seconds else None,
-                    "fraction_of_cublas": cublas_s / seconds if seconds and cublas_s else None,
-                    "cublas_s": cublas_s,
-                    "relative_error": prepared.error,
-                    "error_bound": prepared.bound,
-                    "repeat": args.repeat,  # so that --repick can describe this run
-                    "warmup": args.warmup,
-                    "correct": correct,
-                }
-                rows.append(row)
-                del prepared
-                print(progress_line(row), file=progress, flush=True)
-                if args.json:
-                    Path(args.json).write_text(json.dumps(rows, indent=1))  # kept if interrupted
+        with memory_named((m, n, k), measure):
+            _measure_shape(m, n, k, rows, gpu, args, timer, progress)
     return rows, []
+
+
+def _measure_shape(m: int, n: int, k: int, rows: list[dict], gpu, args, timer, progress) -> None:
+    """Append cuBLAS's and every candidate's records at one shape to ``rows``, rewriting
+    ``args.json`` with all of them after each."""
+    shape = f"{m}x{n}x{k}"
+    # The first prepare at a shape computes measure's float64 reference; every later one at
+    # the same shape reuses it (measure.reference caches the last shape's), so each shape
+    # pays for one float64 product however many candidates it has.
+    cublas = measure.prepare("cublas", m, n, k, raise_if_wrong=False)
+    cublas_s = None
+    if cublas.error <= cublas.bound:  # a NaN fails this comparison too
+        cublas_s = statistics.median(
+            measure.device_times(cublas.launch, repeat=args.repeat, warmup=args.warmup, timer=timer)
+        )
+    else:
+        print(
+            f"{shape} cuBLAS: WRONG (rel. error {cublas.error:.1e} > {cublas.bound:.1e}); "
+            "not timed, no yardstick at this shape",
+            file=progress,
+            flush=True,
+        )
+    del cublas  # frees its output (256 MiB at 8192³) before the candidates allocate theirs
+    for variant in (v for v in VARIANTS.values() if v.dispatch):
+        for config, splits in candidates(variant, m, n, k, gpu.sm_count):
+            prepared = measure.prepare(
+                variant.name, m, n, k, raise_if_wrong=False, config=config, splits=splits
+            )
+            correct = bool(prepared.error <= prepared.bound)  # NaN fails too
+            seconds = None
+            if correct:  # a wrong result is never timed (measure's rule)
+                seconds = statistics.median(
+                    measure.device_times(
+                        prepared.launch, repeat=args.repeat, warmup=args.warmup, timer=timer
+                    )
+                )
+            row = {
+                "m": m,
+                "n": n,
+                "k": k,
+                "class": dispatch.shape_class(m, n, k),
+                "variant": variant.name,
+                "config": config_name(config),
+                "splits": splits,
+                "median_s": seconds,
+                "tflops": prepared.flops / seconds / 1e12 if seconds else None,
+                "fraction_of_cublas": cublas_s / seconds if seconds and cublas_s else None,
+                "cublas_s": cublas_s,
+                "relative_error": prepared.error,
+                "error_bound": prepared.bound,
+                "repeat": args.repeat,  # so that --repick can describe this run
+                "warmup": args.warmup,
+                "correct": correct,
+            }
+            rows.append(row)
+            del prepared
+            print(progress_line(row), file=progress, flush=True)
+            if args.json:
+                Path(args.json).write_text(json.dumps(rows, indent=1))  # kept if interrupted
 
 
 def progress_line(row: dict) -> str:
@@ -230,6 +238,10 @@ def main(argv: list[str] | None = None) -> int:
     args.shape_texts = ["x".join(map(str, s)) for s in shapes]
     if args.repeat < 1 or args.warmup < 0 or args.sm_count < 1:
         parser.error("--repeat and --sm-count must be ≥ 1 and --warmup ≥ 0")
+    if max(args.repeat, args.warmup) > MAX_REPEAT:
+        parser.error(f"--repeat and --warmup must be at most {MAX_REPEAT}")
+    if args.json == "":  # (an empty --table, --doc or --repick is Path("."), a folder)
+        parser.error("--json needs a file name, not an empty one")
     if args.budget_s is not None and not args.budget_s > 0:  # NaN too
         parser.error(f"--budget-s must be a positive number of seconds, not {args.budget_s:g}")
     if args.tuned is not None and not args.repick:
@@ -252,17 +264,26 @@ def main(argv: list[str] | None = None) -> int:
         return exitcodes.OK
     if args.repick:
         return tune_table.repick(args)
-    # Every file it will write, checked before the GPU is even looked for.
-    for option, path in (("--json", args.json), ("--table", args.table), ("--doc", args.doc)):
-        if path and (why := cannot_write(path, option)):
-            print(f"gemmbench tune: {why}", file=sys.stderr)
-            return exitcodes.USAGE
+    # Every file it will write (and the doc it edits), checked before the GPU is even looked for.
+    why = cannot_write(args.json, "--json") if args.json else None
+    if why := why or tune_table.output_problem(args):
+        print(f"gemmbench tune: {why}", file=sys.stderr)
+        return exitcodes.USAGE
     if why := machine.no_gpu_reason():
         print(f"gemmbench tune: no usable NVIDIA GPU: {why}", file=sys.stderr)
         return exitcodes.INFRASTRUCTURE
+    if why := memory_problem(shapes, measure):  # before anything is compiled
+        print(f"gemmbench tune: {why}", file=sys.stderr)
+        return exitcodes.USAGE
     gpu = dispatch.current_gpu()
     try:
         rows, args.skipped = run(shapes, args)
+    except exitcodes.CommandStop as stop:  # out of GPU memory at a shape (measure.memory_named)
+        print(
+            f"gemmbench tune: {stop}; {args.table} and {args.doc} left as they were",
+            file=sys.stderr,
+        )
+        return stop.code
     except KeyboardInterrupt:
         kept = f"; the measurements so far are in {args.json}" if args.json else ""
         print(

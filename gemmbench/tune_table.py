@@ -307,10 +307,9 @@ def repick(args) -> int:
         return exitcodes.USAGE
     ((name, entry),) = TABLES.items()
     gpu = dispatch.Gpu(name, entry["compute_capability"], entry["sm_count"])
-    for option, path in (("--table", args.table), ("--doc", args.doc)):
-        if why := cannot_write(path, option):
-            print(f"gemmbench tune: {why}", file=sys.stderr)
-            return exitcodes.USAGE
+    if why := output_problem(args):
+        print(f"gemmbench tune: {why}", file=sys.stderr)
+        return exitcodes.USAGE
     shapes = list(dict.fromkeys((r["m"], r["n"], r["k"]) for r in rows))
     args.shape_texts = ["x".join(map(str, s)) for s in shapes]
     args.skipped = []
@@ -322,10 +321,7 @@ def repick(args) -> int:
     tuned = args.tuned or entry["tuned"]
     kept = differs_from_heuristic(gpu, winners)
     tables = {name: {**entry, "tuned": tuned, TUNED: dict(sorted(kept.items()))}}
-    args.table.write_text(render_table(tables), encoding="utf-8")
-    doc = args.doc.read_text(encoding="utf-8") if args.doc.exists() else "# Tuning\n"
-    section = markdown(gpu, tuned, rows, winners, args)
-    args.doc.write_text(replace_section(doc, name, section), encoding="utf-8")
+    _write_both(args, render_table(tables), gpu, markdown(gpu, tuned, rows, winners, args))
     print(
         f"re-picked {args.table} and {args.doc} from {args.repick}: {name}, {len(winners)} "
         f"shapes, {len(kept)} of them not the heuristic's own choice"
@@ -340,9 +336,30 @@ def write(gpu: dispatch.Gpu, tuned: str, rows: list[dict], winners: dict, args) 
     of ``args.doc``."""
     tables = {name: entry for name, entry in TABLES.items() if name != gpu.name}
     tables[gpu.name] = table_entry(gpu, tuned, winners, args.skipped)
-    args.table.write_text(render_table(dict(sorted(tables.items()))), encoding="utf-8")
+    table = render_table(dict(sorted(tables.items())))
+    _write_both(args, table, gpu, markdown(gpu, tuned, rows, winners, args))
+
+
+def _write_both(args, table: str, gpu: dispatch.Gpu, section: str) -> None:
+    """``table`` into ``args.table`` and ``section`` into ``args.doc``, both made before either
+    is written, so that reading the doc cannot fail after the table was replaced."""
     doc = args.doc.read_text(encoding="utf-8") if args.doc.exists() else "# Tuning\n"
-    args.doc.write_text(
-        replace_section(doc, gpu.name, markdown(gpu, tuned, rows, winners, args)),
-        encoding="utf-8",
-    )
+    doc = replace_section(doc, gpu.name, section)
+    args.table.write_text(table, encoding="utf-8")
+    args.doc.write_text(doc, encoding="utf-8")
+
+
+def output_problem(args) -> str | None:
+    """Why ``args.table`` or ``args.doc`` cannot be written, or an existing one read as UTF-8
+    text (the doc's other sections are kept), found before any work; None when both can."""
+    for option, path in (("--table", args.table), ("--doc", args.doc)):
+        if why := cannot_write(path, option):
+            return why
+        try:
+            if path.exists():
+                path.read_text(encoding="utf-8")
+        except UnicodeDecodeError as exc:
+            return f"{option} {path} is not UTF-8 text (byte {exc.start}); pass a text file"
+        except OSError as exc:
+            return f"cannot read {option} {path}: {exc.strerror or exc}; pass a readable file"
+    return None

@@ -81,3 +81,35 @@ def test_worktrees_go_even_when_locked(repo):
         repo.git("worktree", "lock", "--reason", "initializing", str(made["head"]))
     assert repo.git("worktree", "list", "--porcelain").count("worktree ") == 1
     assert not made["head"].parent.exists()
+
+
+def test_report_interrupted_keeps_what_was_measured(monkeypatch, tmp_path, capsys):
+    """Ctrl-C in the report's second shape: exit 130, and the first shape's figures are shown
+    and written to --json, marked interrupted (the report used to throw them away)."""
+    import json
+    import types
+
+    from gemmbench import config, measure, report
+
+    class Bench:
+        @staticmethod
+        def prepare(variant, m, n, k, raise_if_wrong=True):
+            if m == 512:
+                raise KeyboardInterrupt
+            return types.SimpleNamespace(error=0.0, bound=1.0, flops=2 * m * n * k, launch=None)
+
+    monkeypatch.setattr(report, "_no_device", lambda: None)
+    monkeypatch.setattr(measure, "memory_problem", lambda shapes, bench: None)
+    monkeypatch.setattr(config.Config, "bench_module", lambda self: Bench)
+    monkeypatch.setattr(measure, "new_timer", lambda *a, **k: None)
+    monkeypatch.setattr(measure, "device_times", lambda launch, **k: [1e-3, 1e-3])
+    monkeypatch.setattr(report, "device_description", lambda: {"gpu": "stand-in", "cupy": "-",
+                                                              "compute_capability": "0"})  # fmt: skip
+    path = tmp_path / "report.json"
+    assert report.main(["256", "512", "--json", str(path)]) == exitcodes.INTERRUPTED
+    payload = json.loads(path.read_text())
+    assert payload["interrupted"] is True
+    assert {r["shape"] for r in payload["records"]} == {"256x256x256"}
+    assert len(payload["records"]) == len(config.load().variant_names())
+    out, err = capsys.readouterr()
+    assert "256x256x256" in out and "interrupted; the" in err.strip().splitlines()[-1]
