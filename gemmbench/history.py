@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 import sys
 import time
 from collections.abc import Sequence
@@ -30,15 +29,30 @@ EXIT_FAILED, EXIT_SETUP, EXIT_MISMATCH, EXIT_NO_GPU, EXIT_INTERRUPTED = (
     exitcodes.INTERRUPTED,
 )
 
+# The "version" asv 0.6 writes into ~/.asv-machine.json and requires when it reads it.
+ASV_MACHINE_FILE_VERSION = 1
+
 # --- GPU identity -------------------------------------------------------------------------
 
 
 def machine_record(machine: str) -> dict | None:
+    """``machine``'s record in asv's machine file (None if it has none); a file that asv could
+    not read either is a HistoryError naming it, not a machine that is missing."""
+    from gemmbench.machine_record import RecordError, read_machine_file
+
     path = asv_process.machine_file_path()
     try:
-        entry = json.loads(path.read_text()).get(machine)
-    except (OSError, ValueError):
-        return None
+        records = read_machine_file(path)
+    except RecordError as exc:
+        raise HistoryError(str(exc)) from None
+    entry = records.get(machine)
+    if isinstance(entry, dict) and records.get("version") != ASV_MACHINE_FILE_VERSION:
+        # asv run refuses the whole file then, after each commit is installed
+        raise HistoryError(
+            f"the asv machine file {path} has version {records.get('version')!r}, and asv "
+            f"reads only version {ASV_MACHINE_FILE_VERSION}; record the machine again with "
+            f"`python -m gemmbench machine --name {machine}`"
+        )
     return entry if isinstance(entry, dict) else None
 
 
@@ -183,43 +197,45 @@ def measure_each(
             log(f"{label}: WARNING {warning}")
         files = asv_run.stored_result_files(results_dir, opts.machine, sha, True)
         if status != 0 or not files:
-            failed.append(sha)
             # "stored" only for what this run wrote: an older file of the commit is not news.
-            wrote = any(saved.get(path) != path.read_bytes() for path in files)
-            log(
-                f"{label}: asv exited {status}; "
-                f"{'results stored with failures' if wrote else 'nothing stored'}"
-            )
+            wrote = [path for path in files if saved.get(path) != path.read_bytes()]
+            logs = asv_run.asv_logs(results_dir, opts.machine, sha, asv_started)
+            output = f"asv's output: {', '.join(map(str, logs)) or 'none'}"
+            if not asv_run.measured_anything(wrote) and (why := asv_run.gpu_missing(python, logs)):
+                for note in asv_run.discard(wrote, saved):
+                    log(f"{label}: {note}")
+                raise NoGpu(
+                    f"{why}; every benchmark of {sha[:8]} failed for want of it, so history "
+                    f"stopped there ({output})"
+                )
+            failed.append(sha)
+            stored = "results stored with failures" if wrote else "nothing stored"
+            log(f"{label}: asv exited {status}; {stored}; {output}")
         else:
             log(f"{label}: stored in {time.time() - started:.0f} s; {conditions}")
     log(
         f"{len(commits) - len(failed)} of {len(commits)} commits stored for {opts.machine!r}"
         + (f"; failed: {', '.join(s[:8] for s in failed)}" if failed else "")
     )
+    if failed:  # stdout may be a log nobody reads: the outcome is on stderr too
+        print(
+            f"history: the benchmarks of {len(failed)} of {len(commits)} commits failed "
+            f"({', '.join(s[:8] for s in failed)}); asv's output of each is in "
+            f"{results_dir / opts.machine}/COMMIT-asv*.log",
+            file=sys.stderr,
+        )
     return EXIT_FAILED if failed else 0
 
 
 def time_line(log_path: Path, since: float, asv_started: float, install_s: float | None) -> str:
     """Where the commit's time went (gemmbench.history_phases), from its run log."""
-    entries = []
-    if log_path.exists():
-        for line in log_path.read_text(encoding="utf-8").splitlines():
-            with contextlib.suppress(ValueError):
-                entries.append(json.loads(line))
     return history_phases.summarize(
-        entries, since=since, asv_started=asv_started, ended=time.time(), install_s=install_s
+        asv_run.log_entries(log_path, since),
+        since=since,
+        asv_started=asv_started,
+        ended=time.time(),
+        install_s=install_s,
     )
-
-
-def check_bench_patterns(patterns: Sequence[str]) -> None:
-    for pattern in patterns:
-        try:
-            re.compile(pattern)
-        except re.error as exc:
-            raise HistoryError(
-                f"--bench {pattern!r} is not a regular expression ({exc}); "
-                "quote it, or escape the special character"
-            ) from None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -227,6 +243,15 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m gemmbench history",
         description="Benchmark every commit of REVRANGE with its own code and store the results "
         "with asv; commits already stored are skipped, so an interrupted run resumes.",
+        epilog=exitcodes.epilog(
+            "history",
+            {
+                0: "every commit stored",
+                6: "some commit's benchmarks failed",
+                4: "no usable GPU (also: every benchmark of a commit failed for want of one)",
+                5: "the machine is recorded with another GPU",
+            },
+        ),
     )
     parser.add_argument("revrange", help="A..B (commits after A up to B), or one commit")
     parser.add_argument("--machine", required=True, help="asv machine name (see `machine`)")
@@ -242,7 +267,13 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="let asv build each commit in its own virtualenvs (needs an index)",
     )
-    parser.add_argument("--config", type=Path, default=Path("asv.conf.json"))
+    parser.add_argument(
+        "--config",
+        type=Path,
+        default=Path("asv.conf.json"),
+        help="the project's asv configuration (default: asv.conf.json here); its repo, "
+        "results_dir and env_dir are read relative to it",
+    )
     parser.add_argument(
         "--bench",
         action="append",
@@ -268,6 +299,8 @@ def main(argv: list[str] | None = None) -> int:
     opts = parser.parse_args(argv)
     if why := cli.bad_machine_name(opts.machine):
         parser.error(why)  # the rule `machine --name` applies, so its suggested command works
+    if why := setup.package_refusal(opts.package):
+        parser.error(why)
 
     try:
         opts.config = opts.config.resolve()
@@ -276,12 +309,14 @@ def main(argv: list[str] | None = None) -> int:
         results_dir = (opts.config.parent / conf.results_dir).resolve()
         env_dir = (opts.config.parent / conf.env_dir).resolve()
         setup.check_repository(repo, opts.config)
-        check_bench_patterns(opts.bench)
+        setup.check_bench_patterns(opts.bench)
         if why := asv_run.asv_refusal(opts.asv_arg):
             raise HistoryError(
                 f"asv refused its arguments from --asv-arg {' '.join(opts.asv_arg)} ({why}); "
                 "pass only options that `asv run` takes"
             )
+        if why := asv_run.asv_arg_conflict(opts.asv_arg):
+            raise HistoryError(f"--asv-arg {' '.join(opts.asv_arg)}: {why}")
         if not opts.network:
             opts.python = setup.resolve_python(opts.python)
         commits = setup.commits_in(repo, opts.revrange)
@@ -306,6 +341,7 @@ def main(argv: list[str] | None = None) -> int:
             except gpu_machine.NoGpuError as exc:
                 raise NoGpu(str(exc)) from exc
         gpu = check_machine(opts.machine, opts.gpus)
+        setup.check_package(repo, opts.package, commits[-1])
         log(
             f"{len(commits)} commits in {opts.revrange}, machine {opts.machine!r}, "
             f"{'network' if opts.network else 'offline with ' + opts.python}"

@@ -6,11 +6,12 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from gemmbench.git import GitError, git, git_show
@@ -241,3 +242,41 @@ def installed_code(python: str, package: str, repo: Path, sha: str) -> dict:
         "installed_sha256": digest.hexdigest(),
         "time": time.time(),
     }
+
+
+# --- checks of the arguments ---------------------------------------------------------------
+
+
+def check_bench_patterns(patterns: Sequence[str]) -> None:
+    for pattern in patterns:
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise HistoryError(
+                f"--bench {pattern!r} is not a regular expression ({exc}); "
+                "quote it, or escape the special character"
+            ) from None
+
+
+# History installs the package's folder of each commit and compares it file by file with what the
+# interpreter imports: a top-level import name, which is also the folder's name in the repository.
+PACKAGE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def package_refusal(package: str) -> str | None:
+    """Why --package cannot name the package history measures (None if it can)."""
+    if PACKAGE_NAME.fullmatch(package):
+        return None
+    return (
+        f"--package {package!r} is not the import name of a top-level package; give the name "
+        "of the package's folder in the repository, e.g. gemm"
+    )
+
+
+def check_package(repo: Path, package: str, last: str) -> None:
+    """Refuse a --package that names no package folder of the range's last commit."""
+    if not git(repo, "ls-tree", "-d", "--name-only", last, "--", package):
+        raise HistoryError(
+            f"--package {package}: commit {last[:8]} has no folder {package}/; give the "
+            "package under test ([tool.gemmbench] package is the default)"
+        )

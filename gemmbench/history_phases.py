@@ -136,10 +136,15 @@ def summarize(
     ``install_s`` None means the install was skipped.
     """
     runs = [
-        {**e["phases"], "gpu": e.get("cuda_visible_devices"), "used_gpu": e.get("used_gpu", True)}
+        {
+            **e["phases"],
+            "gpu": str(e.get("cuda_visible_devices")),  # a key of _gaps, whatever the log says
+            "used_gpu": e.get("used_gpu", True),
+        }
         for e in entries
         if isinstance(e.get("phases"), Mapping)
         and isinstance(e["phases"].get("ended"), (int, float))
+        and isinstance(e.get("time", 0), (int, float))
         and e.get("time", 0) >= since
     ]
     parts = ["install skipped" if install_s is None else f"install {install_s:.1f} s"]
@@ -177,7 +182,8 @@ def _gaps(runs: list[Mapping]) -> list[float]:
     by_gpu: dict = {}
     for run in runs:
         if isinstance(run.get("started"), (int, float)):
-            done = run["ended"] + (run.get("state") or 0.0)
+            state = run.get("state")
+            done = run["ended"] + (state if isinstance(state, (int, float)) else 0.0)
             by_gpu.setdefault(run.get("gpu"), []).append((run["started"], done))
     gaps = []
     for spans in by_gpu.values():

@@ -8,6 +8,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Mapping, Sequence
 
 from .problems import Problem, ProblemKind
@@ -131,7 +132,12 @@ def suspect_problems(state: Mapping, expected_processes: int = 0) -> list[Proble
     workers). Clock drops need a run's series to judge and are the gate's own check.
     """
     problems = []
-    reasons = [*(state.get("throttle_reasons") or []), *(state.get("clock_event_reasons") or [])]
+    reasons = [
+        reason
+        for key in ("throttle_reasons", "clock_event_reasons")
+        if isinstance(state.get(key), (list, tuple))  # a state read back from a log may be damaged
+        for reason in state[key]
+    ]
     slowdowns = list(
         dict.fromkeys(r for r in map(normalize_reason, reasons) if r in SUSPECT_REASONS)
     )
@@ -162,12 +168,17 @@ def nvidia_driver_found() -> bool:
     return True
 
 
-def cuda_unusable(exc: BaseException) -> str:
-    """What a CUDA error on first contact means, in true words. The CUDA runtime reports a driver
-    that is not there at all as "CUDA driver version is insufficient", so that case is named."""
+NO_DRIVER = "no NVIDIA driver found (libcuda.so.1 cannot be loaded); install the NVIDIA driver"
+
+
+def cuda_unusable(exc: BaseException | str) -> str:
+    """What a CUDA error on first contact (an exception, or its "Type: message" as text) means, in
+    true words. The CUDA runtime reports a driver that is not there at all as "CUDA driver
+    version is insufficient", so that case is named."""
     if not nvidia_driver_found():
-        return "no NVIDIA driver found (libcuda.so.1 cannot be loaded); install the NVIDIA driver"
-    return f"CUDA reports no usable device ({type(exc).__name__}: {exc})"
+        return NO_DRIVER
+    said = exc if isinstance(exc, str) else f"{type(exc).__name__}: {exc}"
+    return f"CUDA reports no usable device ({said})"
 
 
 def no_gpu_reason() -> str | None:
@@ -181,6 +192,40 @@ def no_gpu_reason() -> str | None:
     except Exception as exc:  # CUDARuntimeError: no driver, or a driver too old for this CuPy
         return cuda_unusable(exc)
     return None if count > 0 else "CUDA reports no device"
+
+
+# Asked of another interpreter: one line, empty when its CuPy sees a device.
+_CUDA_PROBE = """\
+try:
+    import cupy
+    count = cupy.cuda.runtime.getDeviceCount()
+except ImportError as exc:
+    print(f"CuPy cannot be imported ({exc})")
+except Exception as exc:
+    print(f"CUDA: {type(exc).__name__}: {exc}")
+else:
+    print("" if count > 0 else "CUDA reports no device")
+"""
+_PROBE_TIMEOUT_S = 120
+
+
+def no_gpu_reason_of(python: str, env: Mapping[str, str]) -> str | None:
+    """:func:`no_gpu_reason` as the interpreter ``python`` sees it (with environment ``env``):
+    the one that measures may have another CuPy than this one, or none."""
+    try:
+        done = subprocess.run(
+            [python, "-c", _CUDA_PROBE], env=dict(env), capture_output=True, text=True,
+            timeout=_PROBE_TIMEOUT_S, cwd=tempfile.gettempdir(),
+        )  # fmt: skip
+    except subprocess.TimeoutExpired:
+        return f"CuPy found no device within {_PROBE_TIMEOUT_S} s"
+    if done.returncode != 0:
+        last = (done.stderr.strip() or f"exit {done.returncode}").splitlines()[-1]
+        return f"{python} crashed asking CuPy for a device ({last})"
+    reason = done.stdout.strip()
+    if reason.startswith("CUDA: "):
+        return cuda_unusable(reason.removeprefix("CUDA: "))
+    return reason or None
 
 
 # --- querying the device ---------------------------------------------------------------------

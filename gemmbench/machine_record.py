@@ -11,6 +11,7 @@ from pathlib import Path
 from . import exitcodes, machine
 from .asv_process import machine_file_path
 from .cli import OneLineErrorParser, bad_machine_name
+from .results import check_machine_file
 
 # Exit statuses (gemmbench/exitcodes.py, docs/exit-codes.md): no usable GPU or driver is an
 # infrastructure failure, never a regression; a name recorded with another GPU identity is 5.
@@ -147,19 +148,73 @@ def check_gpu_uuids(recorded: Mapping[str, str] | None, current: Mapping[str, st
     )
 
 
+class RecordError(ValueError):
+    """A machine record file that cannot be used; the message names it and what to do."""
+
+
+def _read_json(path: Path, what: str) -> object:
+    """The JSON in ``path`` (``what`` names it in a message), or a RecordError saying why not."""
+    if path.is_dir():
+        raise RecordError(f"{what} {path} is a folder, not a file")
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise RecordError(f"cannot read {what} {path} ({exc.strerror or exc})") from None
+    except UnicodeDecodeError:
+        raise RecordError(f"{what} {path} is not UTF-8 text") from None
+    except json.JSONDecodeError as exc:
+        raise RecordError(
+            f"{what} {path} is not valid JSON ({exc.msg}, line {exc.lineno})"
+        ) from None
+    except RecursionError:  # nested deeper than json can follow: no record is
+        raise RecordError(f"{what} {path} is nested too deeply to be a machine record") from None
+
+
+_FIX_MACHINE_FILE = (
+    "fix it, or move it away and record each machine again with `gemmbench machine --name NAME`"
+)
+
+
+def read_machine_file(path: Path) -> dict:
+    """asv's machine file: an object of records by machine name ({} where there is none yet), or
+    a RecordError naming the file and what is wrong with it."""
+    if not path.exists() and not path.is_symlink():
+        return {}
+    try:
+        data = _read_json(path, "the asv machine file")
+    except RecordError as exc:
+        raise RecordError(f"{exc}; {_FIX_MACHINE_FILE}") from None
+    if not isinstance(data, dict):
+        raise RecordError(
+            f"the asv machine file {path} holds a JSON {type(data).__name__}, not asv's object "
+            f"of machine records; {_FIX_MACHINE_FILE}"
+        )
+    return data
+
+
 def load_recorded(
     name: str, machine_file: Path, results_dir: Path | None
 ) -> list[tuple[str, dict]]:
-    """Records already stored for ``name``: in the asv machine file and in the results directory."""
+    """Records already stored for ``name``: in the asv machine file and in the results directory.
+
+    A file that cannot be read raises RecordError: a record that cannot be compared must not be
+    taken for no record, or a name could be reused for another GPU.
+    """
     found = []
-    if machine_file.is_file():
-        entry = json.loads(machine_file.read_text()).get(name)
-        if isinstance(entry, dict):
-            found.append((str(machine_file), entry))
+    entry = read_machine_file(machine_file).get(name)
+    if isinstance(entry, dict):
+        found.append((str(machine_file), entry))
     if results_dir is not None:
         stored = results_dir / name / "machine.json"
-        if stored.is_file():
-            found.append((str(stored), json.loads(stored.read_text())))
+        if stored.exists() or stored.is_symlink():
+            # check-results' own test of the file, so both commands judge it alike
+            problems = check_machine_file(stored)
+            if problems:
+                raise RecordError(
+                    f"the stored {stored} fails validation ({problems[0]}); fix or move it away "
+                    "(`gemmbench check-results` lists every problem)"
+                )
+            found.append((str(stored), json.loads(stored.read_text(encoding="utf-8"))))
     return found
 
 
@@ -189,6 +244,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = OneLineErrorParser(
         prog="python -m gemmbench machine",
         description="Record this GPU's fingerprint as asv machine NAME in ~/.asv-machine.json.",
+        epilog=exitcodes.epilog(
+            "machine",
+            {
+                0: "recorded",
+                2: "usage (also: a machine file that cannot be read)",
+                4: "no usable GPU",
+                5: "NAME is recorded with another GPU",
+            },
+        ),
     )
     parser.add_argument("--name", help="asv machine name (default: from the GPU model)")
     parser.add_argument(
@@ -213,6 +277,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.name is not None and (why := bad_machine_name(args.name, "--name")):
         parser.error(why)
+    machine_file = args.machine_file or machine_file_path()
+    try:  # the files named are checked before the GPU is: a usage error, on any host
+        read_machine_file(machine_file)
+        if args.name is not None:
+            load_recorded(args.name, machine_file, args.results_dir)
+    except RecordError as exc:
+        print(f"gemmbench machine: {exc}", file=sys.stderr)
+        return exitcodes.USAGE
 
     try:
         machine.parse_gpus_option(args.gpus)
@@ -228,8 +300,12 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_NO_GPU
 
     name = args.name or default_name(gpu)
-    machine_file = args.machine_file or machine_file_path()
-    for where, recorded in load_recorded(name, machine_file, args.results_dir):
+    try:
+        recorded_before = load_recorded(name, machine_file, args.results_dir)
+    except RecordError as exc:  # NAME/machine.json of the default name, known only now
+        print(f"gemmbench machine: {exc}", file=sys.stderr)
+        return exitcodes.USAGE
+    for where, recorded in recorded_before:
         differences = check_identity(name, recorded, gpu) + check_gpu_uuids(recorded, gpu)
         if differences:
             print(
@@ -241,7 +317,15 @@ def main(argv: list[str] | None = None) -> int:
             return EXIT_IDENTITY_MISMATCH
 
     record = machine_record(name, gpu)
-    save_record(name, record, machine_file)
+    try:
+        save_record(name, record, machine_file)
+    except OSError as exc:
+        print(
+            f"gemmbench machine: cannot write --machine-file {machine_file} "
+            f"({exc.strerror or exc}); pass a writable path",
+            file=sys.stderr,
+        )
+        return exitcodes.USAGE
     print(
         f"asv machine {name!r}: {gpu['gpu_model']} (compute {gpu['gpu_compute_capability']}), "
         f"driver {gpu['gpu_driver']}, CUDA {gpu['gpu_cuda_runtime']}, CuPy {gpu['gpu_cupy']}, "

@@ -24,13 +24,30 @@ _REQUIRED_RESULT_KEYS = ("commit_hash", "env_name", "date", "params", "result_co
 _SHA = re.compile(r"^[0-9a-f]{40}$")
 
 
-def _load_json(path: Path) -> tuple[object, str | None]:
+def _read_text(path: Path) -> tuple[str | None, str | None]:
+    """The file's text, or why it has none a reader could use (a folder, not UTF-8, unreadable)."""
+    if path.is_dir():
+        return None, "a folder, not a file: move it away"
     try:
-        return json.loads(path.read_text(encoding="utf-8")), None
-    except (OSError, UnicodeDecodeError) as exc:
-        return None, f"unreadable ({exc})"
+        return path.read_bytes().decode("utf-8"), None
+    except UnicodeDecodeError as exc:
+        return None, f"not UTF-8 text (byte {exc.start} is 0x{exc.object[exc.start]:02x})"
+    except OSError as exc:
+        return None, f"unreadable ({exc.strerror or exc})"
+
+
+def _parse(text: str) -> tuple[object, str | None]:
+    try:
+        return json.loads(text), None
     except json.JSONDecodeError as exc:
         return None, f"not valid JSON ({exc.msg}, line {exc.lineno} column {exc.colno})"
+    except RecursionError:  # json follows nesting by recursion; asv could not read it either
+        return None, "not valid JSON for asv (nested too deeply to read)"
+
+
+def _load_json(path: Path) -> tuple[object, str | None]:
+    text, error = _read_text(path)
+    return (None, error) if text is None else _parse(text)
 
 
 def check_machine_file(path: Path) -> list[str]:
@@ -76,6 +93,9 @@ def check_result_file(path: Path, machine: str | None = None) -> list[str]:
     ]
     if wrong:
         return wrong
+    names = [c for c in data["result_columns"] if not isinstance(c, str)]
+    if names:
+        return [f"result_columns holds {json.dumps(names[0])[:40]}, asv expects column names"]
     problems = []
     if data.get("version") != RESULT_API_VERSION:
         problems.append(f"version is {data.get('version')!r}, asv expects {RESULT_API_VERSION}")
@@ -121,19 +141,21 @@ def _asv_load_problems(path: Path, machine: str | None) -> list[str]:
         return []
     try:
         Results.load(str(path), machine_name=machine)
-    except (UserError, KeyError, TypeError, ValueError) as exc:
+    except UserError as exc:
         return [f"asv cannot load it: {exc}"]
+    except Exception as exc:  # asv's loader trusts the file's shape: any failure is the file's
+        return [f"asv cannot load it: {type(exc).__name__}: {str(exc)[:200]}"]
     return []
 
 
 def check_run_log(path: Path) -> list[str]:
-    """Problems with a run-log sidecar: every line must be a JSON object."""
+    """Problems with a run-log sidecar: UTF-8 text whose every line is a JSON object."""
+    text, error = _read_text(path)
+    if text is None:
+        return [error]
     problems = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        try:
-            if not isinstance(json.loads(line), dict):
-                raise ValueError
-        except ValueError:
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not isinstance(_parse(line)[0], dict):
             problems.append(f"line {number} is not a JSON object")
     return problems
 
@@ -147,7 +169,7 @@ def iter_problems(results_dir: Path, machine: str | None = None) -> Iterator[tup
         if machine is not None and machine_dir.name != machine:
             continue
         machine_file = machine_dir / "machine.json"
-        if not machine_file.is_file():
+        if not machine_file.exists():
             yield machine_file, "missing: asv skips every result of this machine without it"
         else:
             for problem in check_machine_file(machine_file):
@@ -182,8 +204,17 @@ def main(argv: list[str] | None = None) -> int:
     parser = OneLineErrorParser(
         prog="python -m gemmbench check-results",
         description="Validate every asv result file and machine.json; exit 6 naming each bad one.",
+        epilog=exitcodes.epilog(
+            "check-results",
+            {0: "every file valid", 6: "a file fails validation (each named on stderr)"},
+        ),
     )
-    parser.add_argument("--results-dir", type=Path, default=Path(".asv/results"))
+    parser.add_argument(
+        "--results-dir",
+        type=Path,
+        default=Path(".asv/results"),
+        help="asv's results folder, one subfolder per machine (default: .asv/results)",
+    )
     parser.add_argument("--machine", help="only this machine, which must have results")
     args = parser.parse_args(argv)
     if args.machine is not None and (why := bad_machine_name(args.machine)):

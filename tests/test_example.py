@@ -170,7 +170,7 @@ def venv_with_harness(root: Path) -> Path:
 
 def test_history_and_check_results(example):
     """history installs each commit's softmax and runs the configured suite with asv, up to the
-    GPU; check-results accepts what it stored."""
+    GPU, where it stops as infrastructure (4), storing nothing; check-results accepts the rest."""
     python = venv_with_harness(example["root"])
     subprocess.run(
         [sys.executable, "-m", "asv", "machine", "--machine", MACHINE, "--yes"],
@@ -185,25 +185,14 @@ def test_history_and_check_results(example):
     log = done.stdout + done.stderr
     assert "installing its softmax" in log and "identical to the commit" in log
     assert "bench_softmax.Softmax.time_gemm" in log
-    assert "CUDA" in log  # each benchmark stopped at the device
-    assert done.returncode == 6 and "results stored with failures" in log
+    assert done.returncode == 4 and "no usable NVIDIA GPU" in done.stderr, log
     results = example["repo"] / ".asv" / "results"
-    (stored,) = [p for p in (results / MACHINE).glob("*.json") if p.name != "machine.json"]
-    data = json.loads(stored.read_text())
-    assert sorted(data["results"]) == [
-        "bench_softmax.Softmax.time_gemm",
-        "bench_softmax.Softmax.track_tflops",
-        "bench_softmax.Softmax.track_time_vs_cublas",
-    ]
-    row = dict(
-        zip(
-            data["result_columns"], data["results"]["bench_softmax.Softmax.time_gemm"], strict=False
-        )
-    )
-    assert row["params"] == [
-        ["'naive'", "'shared'", "'wide'", "'cupy'"],
-        ["'4096x1024'", "'16384x256'", "'1024x8192'"],
-    ]
+    assert not [p for p in (results / MACHINE).glob("*.json") if p.name != "machine.json"]
+    (asv_log,) = (results / MACHINE).glob("*-asv.log")
+    text = asv_log.read_text(encoding="utf-8")
+    assert "CUDA" in text  # each benchmark stopped at the device
+    for param in ("naive", "shared", "wide", "cupy", "4096x1024", "16384x256", "1024x8192"):
+        assert param in text, text[-3000:]
     checked = harness(example, "check-results", "--results-dir", str(results))
     assert checked.returncode == 0, checked.stderr
 
