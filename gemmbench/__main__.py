@@ -47,10 +47,10 @@ def usage() -> str:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] in ("-h", "--help"):
-        print(usage())
+        _show_usage()
         return exitcodes.OK
     if not argv or argv[0] not in COMMANDS:
-        print(usage())  # the usage on stdout, the reason as one line on stderr
+        _show_usage()  # the usage on stdout, the reason as one line on stderr
         why = f"unknown command {argv[0]!r}" if argv else "no command given"
         print(f"python -m gemmbench: {why}; name one of {', '.join(COMMANDS)}", file=sys.stderr)
         return exitcodes.USAGE
@@ -66,8 +66,17 @@ def main(argv: list[str] | None = None) -> int:
     return cli.run_command(argv[0], lambda rest: _run(argv[0], module, rest), argv[1:])
 
 
+def _show_usage() -> None:
+    try:
+        print(usage())
+        sys.stdout.flush()
+    except BrokenPipeError:  # `--help | head -1`: the reader has what it wanted
+        _quiet_closed_stdout("--help")
+
+
 def _run(name: str, module: str, rest: list[str]) -> int:
     """The command's exit code; a reader that closed our stdout (``| head``) stops it quietly."""
+    code = None
     try:
         code = importlib.import_module(module).main(rest)
         sys.stdout.flush()  # here, not at exit, where a closed pipe would print a traceback
@@ -75,15 +84,21 @@ def _run(name: str, module: str, rest: list[str]) -> int:
     except BrokenPipeError:
         if not _stdout_closed():  # another pipe (a worker's, say): unexpected, exit 4
             raise
-    # Nothing more can be shown, so the output is incomplete: not 0, which would pass a report
-    # whose table (and wrong-result check) never ran. Usage's 2, not infrastructure's 4: the
-    # caller's pipeline closed the output, and rerunning it gives the same end.
-    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the exit's flush: no error
+    _quiet_closed_stdout(name)
+    # A command that finished keeps its code (a regression stays 1) where only the last flush
+    # failed. Stopped part-way, the output is incomplete: not 0, which would pass a report whose
+    # table (and wrong-result check) never ran. Usage's 2, not infrastructure's 4: the caller's
+    # pipeline closed the output, and rerunning it gives the same end.
+    return code if code else exitcodes.USAGE
+
+
+def _quiet_closed_stdout(name: str) -> None:
+    """Point stdout at /dev/null (so the exit's flush raises nothing) and say why, if stderr can."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     try:
         print(f"gemmbench {name}: stopped: its output's reader closed the pipe", file=sys.stderr)
     except OSError:
         pass
-    return exitcodes.USAGE
 
 
 def _stdout_closed() -> bool:

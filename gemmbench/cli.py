@@ -67,7 +67,8 @@ def run_command(name: str, main: Callable[[list[str]], int], argv: list[str]) ->
 
     def on_sigterm(signum, frame):
         received.append(signum)
-        raise Terminated()
+        if len(received) == 1:  # a second one (a runner escalating) must not cut the cleanup
+            raise Terminated()
 
     previous = None
     if threading.current_thread() is threading.main_thread():

@@ -157,7 +157,10 @@ class Config:
         add_pythonpath(self)
         try:
             module = importlib.import_module(self.bench)
-        except ImportError as exc:
+        except ModuleNotFoundError as exc:
+            parts = self.bench.split(".")
+            if exc.name not in {".".join(parts[:i]) for i in range(1, len(parts) + 1)}:
+                raise  # the module exists; what it imports is missing: not a configuration error
             why = f"cannot be imported ({exc}); name a module on sys.path or in pythonpath"
         else:
             if callable(getattr(module, "prepare", None)):

@@ -130,6 +130,7 @@ def measure_each(
     python = opts.python
 
     failed = []
+    stored_here = 0  # commits this run stored whole
     installed = None  # install_key of what the throwaway environment holds
     for index, sha in enumerate(commits, start=1):
         subject = git(repo, "log", "-1", "--format=%s", sha)[:60]
@@ -201,7 +202,13 @@ def measure_each(
             wrote = [path for path in files if saved.get(path) != path.read_bytes()]
             logs = asv_run.asv_logs(results_dir, opts.machine, sha, asv_started)
             output = f"asv's output: {', '.join(map(str, logs)) or 'none'}"
-            if not asv_run.measured_anything(wrote) and (why := asv_run.gpu_missing(python, logs)):
+            # No GPU before anything was stored is infrastructure (4). Once this run has stored
+            # commits, the run goes on as for any failed commit (6): CI then still pushes those.
+            if (
+                stored_here == 0
+                and not asv_run.measured_anything(wrote)
+                and (why := asv_run.gpu_missing(python, logs))
+            ):
                 for note in asv_run.discard(wrote, saved):
                     log(f"{label}: {note}")
                 raise NoGpu(
@@ -212,6 +219,7 @@ def measure_each(
             stored = "results stored with failures" if wrote else "nothing stored"
             log(f"{label}: asv exited {status}; {stored}; {output}")
         else:
+            stored_here += 1
             log(f"{label}: stored in {time.time() - started:.0f} s; {conditions}")
     log(
         f"{len(commits) - len(failed)} of {len(commits)} commits stored for {opts.machine!r}"

@@ -140,7 +140,7 @@ def run(
     variants,
     repeat: int,
     warmup: int,
-    progress=sys.stderr,
+    progress=None,
     *,
     bench=measure,
     baseline: str | None = None,
@@ -152,6 +152,7 @@ def run(
     A wrong variant is not timed. Ratios are to ``baseline`` and to the first of ``variants``.
     """
     records = [] if records is None else records
+    progress = sys.stderr if progress is None else progress  # today's stderr, not import time's
     total = len(shapes) * len(variants)
     done = 0
     timer = measure.new_timer()
@@ -248,6 +249,10 @@ def main(argv: list[str] | None = None) -> int:
     except config_mod.ConfigError as exc:
         print(f"gemmbench report: {exc}", file=sys.stderr)
         return exitcodes.USAGE
+    except ModuleNotFoundError as exc:  # the bench module is there; a package it needs is not
+        print(f"gemmbench report: bench module {config.bench} needs {exc.name}, which is not "
+              "installed in this interpreter: install it", file=sys.stderr)  # fmt: skip
+        return exitcodes.INFRASTRUCTURE
     try:
         args = parse_args(sys.argv[1:] if argv is None else list(argv), registered)
     except SystemExit as exc:  # argparse printed the usage and the reason
@@ -280,14 +285,19 @@ def _report(args: argparse.Namespace, config: config_mod.Config, bench) -> int:
     first = next((v for v in variants if v != baseline), None)
     started = time.time()
     records: list[dict] = []
-    interrupted = False
+    interrupted, stopped = False, None
     try:
         run(args.shapes, variants, args.repeat, args.warmup, bench=bench, baseline=baseline,
             records=records)  # fmt: skip
     except KeyboardInterrupt:
         interrupted = True
+    except exitcodes.CommandStop as stop:  # out of GPU memory at a later shape: keep the rest
+        interrupted, stopped = True, stop
+    if interrupted:
         add_ratios(records, variants, baseline)
         if not records:
+            if stopped:
+                raise stopped
             print("gemmbench report: interrupted; nothing measured, nothing written",
                   file=sys.stderr)  # fmt: skip
             return exitcodes.INTERRUPTED
@@ -314,9 +324,10 @@ def _report(args: argparse.Namespace, config: config_mod.Config, bench) -> int:
             json.dump(payload, fh, indent=1)
     if interrupted:  # what was measured is shown and kept; a wrong result among it still shows
         kept = f" and written to {args.json}" if args.json else ""
-        print(f"gemmbench report: interrupted; the {len(records)} pairs measured are shown{kept}",
+        why = str(stopped) if stopped else "interrupted"
+        print(f"gemmbench report: {why}; the {len(records)} pairs measured are shown{kept}",
               file=sys.stderr)  # fmt: skip
-        return exitcodes.INTERRUPTED
+        return stopped.code if stopped else exitcodes.INTERRUPTED
     wrong = [r for r in records if not r["correct"]]
     if wrong:
         names = ", ".join(f"{r['variant']} at {r['shape']}" for r in wrong)

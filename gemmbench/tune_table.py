@@ -15,7 +15,7 @@ from gemm.dispatch_table import TABLES
 from gemm.variants import config_name
 from gemmbench import exitcodes, measure, sweep
 from gemmbench.cli import cannot_write
-from gemmbench.git import GitError, git
+from gemmbench.git import GitError, git, signals_blocked
 
 # The variant the table holds: the registry's one that dispatches (gemm.VARIANTS).
 TUNED = next(name for name, variant in VARIANTS.items() if variant.dispatch)
@@ -345,8 +345,9 @@ def _write_both(args, table: str, gpu: dispatch.Gpu, section: str) -> None:
     is written, so that reading the doc cannot fail after the table was replaced."""
     doc = args.doc.read_text(encoding="utf-8") if args.doc.exists() else "# Tuning\n"
     doc = replace_section(doc, gpu.name, section)
-    args.table.write_text(table, encoding="utf-8")
-    args.doc.write_text(doc, encoding="utf-8")
+    with signals_blocked():  # Ctrl-C or SIGTERM waits: never the table without its section
+        args.table.write_text(table, encoding="utf-8")
+        args.doc.write_text(doc, encoding="utf-8")
 
 
 def output_problem(args) -> str | None:

@@ -7,7 +7,8 @@ set -uo pipefail
 [[ $# -eq 1 && -n $1 && $1 != -* ]] || { echo "usage: scripts/gpu-suite.sh OUTDIR" >&2; exit 2; }
 out=$1
 if ! mkdir -p "$out" 2>/dev/null || ! out=$(cd "$out" 2>/dev/null && pwd); then
-    echo "scripts/gpu-suite.sh: OUTDIR $1 is not a folder this user can make or enter; name another" >&2
+    echo "scripts/gpu-suite.sh: OUTDIR $1 is not a folder this user can make or enter;" \
+        "name another" >&2
     exit 2
 fi
 source "$(dirname "$0")/_env.sh"

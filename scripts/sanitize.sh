@@ -13,8 +13,10 @@ shards=${SANITIZE_SHARDS:-4}
 [[ $shards =~ ^([1-9]|1[0-6])$ ]] || { echo "SANITIZE_SHARDS must be a whole number from 1 to 16, not '$shards'" >&2; exit 2; }
 # LOGDIR is taken from where the script was started; the default lies in the checkout.
 if [[ $# -eq 1 ]]; then
-    mkdir -p "$1" 2>/dev/null && logdir=$(cd "$1" 2>/dev/null && pwd) ||
-        { echo "scripts/sanitize.sh: LOGDIR $1 is not a folder this user can make or enter" >&2; exit 2; }
+    mkdir -p "$1" 2>/dev/null && logdir=$(cd "$1" 2>/dev/null && pwd) || {
+        echo "scripts/sanitize.sh: LOGDIR $1 is not a folder this user can make or enter" >&2
+        exit 2
+    }
 fi
 cd "$(dirname "$0")/.."
 logdir=${logdir:-sanitizer-logs}

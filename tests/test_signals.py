@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -103,8 +105,8 @@ def test_report_interrupted_keeps_what_was_measured(monkeypatch, tmp_path, capsy
     monkeypatch.setattr(config.Config, "bench_module", lambda self: Bench)
     monkeypatch.setattr(measure, "new_timer", lambda *a, **k: None)
     monkeypatch.setattr(measure, "device_times", lambda launch, **k: [1e-3, 1e-3])
-    monkeypatch.setattr(report, "device_description", lambda: {"gpu": "stand-in", "cupy": "-",
-                                                              "compute_capability": "0"})  # fmt: skip
+    device = {"gpu": "stand-in", "cupy": "-", "compute_capability": "0"}
+    monkeypatch.setattr(report, "device_description", lambda: device)
     path = tmp_path / "report.json"
     assert report.main(["256", "512", "--json", str(path)]) == exitcodes.INTERRUPTED
     payload = json.loads(path.read_text())
@@ -113,3 +115,64 @@ def test_report_interrupted_keeps_what_was_measured(monkeypatch, tmp_path, capsy
     assert len(payload["records"]) == len(config.load().variant_names())
     out, err = capsys.readouterr()
     assert "256x256x256" in out and "interrupted; the" in err.strip().splitlines()[-1]
+
+
+def test_a_second_sigterm_does_not_cut_the_cleanup():
+    """A runner that sends SIGTERM again while the first one's cleanup runs: that cleanup
+    finishes (the second signal is only recorded), and the exit is 143."""
+    cleaned = []
+
+    def main(argv):
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)  # not reached: the signal arrives as an interrupt
+        except KeyboardInterrupt:
+            os.kill(os.getpid(), signal.SIGTERM)
+            cleaned.append("done")
+            raise
+
+    assert cli.run_command("test", main, []) == exitcodes.TERMINATED
+    assert cleaned == ["done"]
+
+
+def test_help_into_a_closed_pipe():
+    """`--help | true`: no traceback and exit 0, not Python's 1 for a broken pipe."""
+    done = subprocess.run(
+        f"{sys.executable} -m gemmbench --help | true; echo $? ${{PIPESTATUS[0]}}",
+        shell=True,
+        executable="/bin/bash",
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).resolve().parents[1],
+    )
+    assert "Traceback" not in done.stderr, done.stderr
+    assert done.stdout.split()[-1] == "0", done.stdout
+
+
+def test_report_out_of_memory_later_keeps_what_was_measured(monkeypatch, tmp_path, capsys):
+    """Out of GPU memory at the report's second shape: exit 2 naming it, and the first shape's
+    figures shown and written to --json, as an interrupt keeps them."""
+    import json
+    import types
+
+    from gemmbench import config, measure, report
+
+    class Bench:
+        @staticmethod
+        def prepare(variant, m, n, k, raise_if_wrong=True):
+            if m == 512:
+                raise MemoryError("out of memory")
+            return types.SimpleNamespace(error=0.0, bound=1.0, flops=2 * m * n * k, launch=None)
+
+    monkeypatch.setattr(report, "_no_device", lambda: None)
+    monkeypatch.setattr(measure, "memory_problem", lambda shapes, bench: None)
+    monkeypatch.setattr(config.Config, "bench_module", lambda self: Bench)
+    monkeypatch.setattr(measure, "new_timer", lambda *a, **k: None)
+    monkeypatch.setattr(measure, "device_times", lambda launch, **k: [1e-3, 1e-3])
+    device = {"gpu": "stand-in", "cupy": "-", "compute_capability": "0"}
+    monkeypatch.setattr(report, "device_description", lambda: device)
+    path = tmp_path / "report.json"
+    assert report.main(["256", "512", "--json", str(path)]) == exitcodes.USAGE
+    payload = json.loads(path.read_text())
+    assert {r["shape"] for r in payload["records"]} == {"256x256x256"}
+    assert "out of memory at shape 512x512x512" in capsys.readouterr().err.strip().splitlines()[-1]
