@@ -25,7 +25,7 @@ from pathlib import Path
 
 from . import exitcodes
 from . import thresholds as thresholds_mod
-from .cli import OneLineErrorParser, cannot_write
+from .cli import OneLineErrorParser, cannot_write, terminated
 from .gate import (
     DEFAULT_PROVIDER,
     HEAD_AT_FAULT,
@@ -228,7 +228,9 @@ class Bisection:
             raise Refused(code, reason)
         if code == exitcodes.INFRASTRUCTURE:
             raise Refused(code, f"infrastructure failure: {reason}")
-        if code == exitcodes.INTERRUPTED:
+        if code == exitcodes.INTERRUPTED:  # the gate stopped for Ctrl-C or SIGTERM
+            if terminated():
+                raise Refused(exitcodes.TERMINATED, "terminated")
             raise Refused(code, "interrupted")
         if code == exitcodes.INCONCLUSIVE:
             raise Refused(
@@ -309,7 +311,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except GitNotFound as exc:
         code, why = exitcodes.INFRASTRUCTURE, f"infrastructure failure: {exc}"
     except KeyboardInterrupt:
-        code, why = exitcodes.INTERRUPTED, "interrupted"
+        code = exitcodes.TERMINATED if terminated() else exitcodes.INTERRUPTED
+        why = "terminated" if terminated() else "interrupted"
     wall = time.perf_counter() - started
     if found:
         step = next(s for s in bisection.steps if s.commit == found)

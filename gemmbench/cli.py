@@ -59,11 +59,21 @@ class Terminated(KeyboardInterrupt):
     for Ctrl-C (worktrees, worker processes, asv's process group, partial files) runs for it too."""
 
 
+# The SIGTERMs the running command has received (run_command), for ``terminated``.
+_SIGTERMS: list[int] = []
+
+
+def terminated() -> bool:
+    """Whether SIGTERM stopped the running command: what it writes then says 143, not 130."""
+    return bool(_SIGTERMS)
+
+
 def run_command(name: str, main: Callable[[list[str]], int], argv: list[str]) -> int:
     """``main(argv)``'s exit code; an exception it did not expect becomes exit 4 (infrastructure,
     never 1, which means a regression), told in one line on stderr that names the exception and
     the log file holding its traceback. SIGTERM stops it as Ctrl-C does, and exits 143."""
-    received: list[int] = []
+    received = _SIGTERMS
+    received.clear()
 
     def on_sigterm(signum, frame):
         received.append(signum)

@@ -111,7 +111,9 @@ class TestBisectFinds:
         proc.send_signal(signum)
         assert proc.wait(timeout=30) == (130 if signum == signal.SIGINT else 143)
         result = json.loads(out.read_text())
-        assert result["status"] == "interrupted" and result["first_slower"] is None
+        expected = "interrupted" if signum == signal.SIGINT else "terminated"
+        assert result["status"] == expected and result["first_slower"] is None
+        assert result["exit_code"] == proc.returncode
         repo.assert_clean()
 
 
