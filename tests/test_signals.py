@@ -85,9 +85,9 @@ def test_worktrees_go_even_when_locked(repo):
     assert not made["head"].parent.exists()
 
 
-def test_report_interrupted_keeps_what_was_measured(monkeypatch, tmp_path, capsys):
-    """Ctrl-C in the report's second shape: exit 130, and the first shape's figures are shown
-    and written to --json, marked interrupted (the report used to throw them away)."""
+def report_stopping_at_512(monkeypatch, tmp_path, stop: BaseException) -> tuple[int, dict]:
+    """``report 256 512 --json`` on the CPU with a stand-in bench whose second shape raises
+    ``stop``: the exit code and the --json payload."""
     import json
     import types
 
@@ -97,7 +97,7 @@ def test_report_interrupted_keeps_what_was_measured(monkeypatch, tmp_path, capsy
         @staticmethod
         def prepare(variant, m, n, k, raise_if_wrong=True):
             if m == 512:
-                raise KeyboardInterrupt
+                raise stop
             return types.SimpleNamespace(error=0.0, bound=1.0, flops=2 * m * n * k, launch=None)
 
     monkeypatch.setattr(report, "_no_device", lambda: None)
@@ -108,8 +108,17 @@ def test_report_interrupted_keeps_what_was_measured(monkeypatch, tmp_path, capsy
     device = {"gpu": "stand-in", "cupy": "-", "compute_capability": "0"}
     monkeypatch.setattr(report, "device_description", lambda: device)
     path = tmp_path / "report.json"
-    assert report.main(["256", "512", "--json", str(path)]) == exitcodes.INTERRUPTED
-    payload = json.loads(path.read_text())
+    code = report.main(["256", "512", "--json", str(path)])
+    return code, json.loads(path.read_text())
+
+
+def test_report_interrupted_keeps_what_was_measured(monkeypatch, tmp_path, capsys):
+    """Ctrl-C in the report's second shape: exit 130, and the first shape's figures are shown
+    and written to --json, marked interrupted (the report used to throw them away)."""
+    from gemmbench import config
+
+    code, payload = report_stopping_at_512(monkeypatch, tmp_path, KeyboardInterrupt())
+    assert code == exitcodes.INTERRUPTED
     assert payload["interrupted"] is True
     assert {r["shape"] for r in payload["records"]} == {"256x256x256"}
     assert len(payload["records"]) == len(config.load().variant_names())
@@ -152,27 +161,7 @@ def test_help_into_a_closed_pipe():
 def test_report_out_of_memory_later_keeps_what_was_measured(monkeypatch, tmp_path, capsys):
     """Out of GPU memory at the report's second shape: exit 2 naming it, and the first shape's
     figures shown and written to --json, as an interrupt keeps them."""
-    import json
-    import types
-
-    from gemmbench import config, measure, report
-
-    class Bench:
-        @staticmethod
-        def prepare(variant, m, n, k, raise_if_wrong=True):
-            if m == 512:
-                raise MemoryError("out of memory")
-            return types.SimpleNamespace(error=0.0, bound=1.0, flops=2 * m * n * k, launch=None)
-
-    monkeypatch.setattr(report, "_no_device", lambda: None)
-    monkeypatch.setattr(measure, "memory_problem", lambda shapes, bench: None)
-    monkeypatch.setattr(config.Config, "bench_module", lambda self: Bench)
-    monkeypatch.setattr(measure, "new_timer", lambda *a, **k: None)
-    monkeypatch.setattr(measure, "device_times", lambda launch, **k: [1e-3, 1e-3])
-    device = {"gpu": "stand-in", "cupy": "-", "compute_capability": "0"}
-    monkeypatch.setattr(report, "device_description", lambda: device)
-    path = tmp_path / "report.json"
-    assert report.main(["256", "512", "--json", str(path)]) == exitcodes.USAGE
-    payload = json.loads(path.read_text())
+    code, payload = report_stopping_at_512(monkeypatch, tmp_path, MemoryError("out of memory"))
+    assert code == exitcodes.USAGE
     assert {r["shape"] for r in payload["records"]} == {"256x256x256"}
     assert "out of memory at shape 512x512x512" in capsys.readouterr().err.strip().splitlines()[-1]
