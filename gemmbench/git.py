@@ -63,17 +63,36 @@ def git_show(repo: Path, spec: str) -> bytes:
 
 @contextlib.contextmanager
 def signals_blocked() -> Iterator[None]:
-    """Hold off Ctrl-C and SIGTERM while cleaning up, so the cleanup itself is not cut short."""
-    blockable = (
-        hasattr(signal, "pthread_sigmask") and threading.current_thread() is threading.main_thread()
+    """Hold off Ctrl-C and SIGTERM while cleaning up, so the cleanup itself is not cut short.
+
+    Blocked in this thread, and so in the git processes it starts. Blocking one thread is not
+    enough: the kernel hands a process's signal to any thread not blocking it, such as a native
+    library's (OpenBLAS's, CUDA's), and Python then raises it here all the same. So, while held,
+    Python's handlers only record it, and the first is raised again once the block is over."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # signals reach the main thread only; it holds its own cleanup
+        return
+    held = (signal.SIGINT, signal.SIGTERM)
+    caught: list[int] = []
+    handlers = {
+        signum: signal.signal(signum, lambda signum, frame: caught.append(signum))
+        for signum in held
+        if signal.getsignal(signum) is not None  # None: set outside Python; left as it is
+    }
+    mask = (
+        signal.pthread_sigmask(signal.SIG_BLOCK, held)
+        if hasattr(signal, "pthread_sigmask")
+        else None
     )
-    if blockable:
-        old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
     try:
         yield
     finally:
-        if blockable:
-            signal.pthread_sigmask(signal.SIG_SETMASK, old)
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
+        if mask is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # one pending here is raised now
+        if caught:
+            signal.raise_signal(caught[0])
 
 
 # One worktree change at a time in this process: gates run side by side (one per GPU) would
