@@ -6,13 +6,15 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from test_gate_e2e import MEASURED, Repo, start_measuring
 
-from gemmbench import cli, exitcodes
+from gemmbench import asv_process, cli, exitcodes, git, tune_table
 
 
 @pytest.fixture
@@ -101,7 +103,7 @@ def report_stopping_at_512(monkeypatch, tmp_path, stop: BaseException) -> tuple[
             return types.SimpleNamespace(error=0.0, bound=1.0, flops=2 * m * n * k, launch=None)
 
     monkeypatch.setattr(report, "_no_device", lambda: None)
-    monkeypatch.setattr(measure, "memory_problem", lambda shapes, bench: None)
+    monkeypatch.setattr(measure, "memory_problem", lambda shapes, bench, held: None)
     monkeypatch.setattr(config.Config, "bench_module", lambda self: Bench)
     monkeypatch.setattr(measure, "new_timer", lambda *a, **k: None)
     monkeypatch.setattr(measure, "device_times", lambda launch, **k: [1e-3, 1e-3])
@@ -165,3 +167,71 @@ def test_report_out_of_memory_later_keeps_what_was_measured(monkeypatch, tmp_pat
     assert code == exitcodes.USAGE
     assert {r["shape"] for r in payload["records"]} == {"256x256x256"}
     assert "out of memory at shape 512x512x512" in capsys.readouterr().err.strip().splitlines()[-1]
+
+
+def test_tune_writes_table_and_doc_together_through_ctrl_c(tmp_path):
+    """Ctrl-C between the table's write and the doc's is held until both are written: a table
+    is never left without the doc section that explains it."""
+
+    class InterruptedTable:
+        """A --table path whose write is interrupted by Ctrl-C the moment it starts."""
+
+        path = tmp_path / "table.py"
+
+        def write_text(self, text, encoding):
+            os.kill(os.getpid(), signal.SIGINT)
+            self.path.write_text(text, encoding=encoding)
+
+    doc = tmp_path / "tuning.md"
+    args = SimpleNamespace(table=InterruptedTable(), doc=doc)
+    with pytest.raises(KeyboardInterrupt):
+        tune_table._write_both(args, "TABLE = {}\n", SimpleNamespace(name="GPU X"), "section")
+    assert InterruptedTable.path.read_text() == "TABLE = {}\n"
+    assert "section" in doc.read_text()
+
+
+def test_a_second_interrupt_kills_asv_at_once():
+    """Interrupted again while waiting for asv to stop, the harness kills asv's process group
+    at once instead of leaving it running past its own exit."""
+    ignoring = "import signal, time; signal.signal(signal.SIGINT, signal.SIG_IGN); print(1); time.sleep(60)"
+    process = subprocess.Popen(
+        [sys.executable, "-c", ignoring], stdout=subprocess.PIPE, start_new_session=True
+    )
+    assert process.stdout.readline()  # SIGINT is ignored from here on
+
+    def second_interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    old = signal.signal(signal.SIGALRM, second_interrupt)
+    signal.setitimer(signal.ITIMER_REAL, 0.5)
+    started = time.monotonic()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            asv_process.stop([process], [])
+        assert process.wait(timeout=5) == -signal.SIGKILL
+        assert time.monotonic() - started < 5  # not the 30 s grace
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+        process.kill()
+        process.stdout.close()
+
+
+def test_ctrl_c_received_by_another_thread_is_held_too():
+    """The kernel may hand Ctrl-C to any thread that does not block it (OpenBLAS's, CUDA's), and
+    Python raises it in the main thread all the same: held cleanup must still run to its end,
+    with the interrupt raised after it."""
+    other_may_end = threading.Event()
+    other = threading.Thread(target=other_may_end.wait)  # started before the block: unblocked
+    other.start()
+    steps = []
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            with git.signals_blocked():
+                signal.pthread_kill(other.ident, signal.SIGINT)
+                time.sleep(0.2)  # Python runs its handlers within this
+                steps.append("cleaned up")
+        assert steps == ["cleaned up"]
+    finally:
+        other_may_end.set()
+        other.join()
