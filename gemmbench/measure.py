@@ -232,14 +232,16 @@ class _InTurn:
         return launch()
 
 
-def bytes_needed(m: int, n: int, k: int) -> int:
-    """About the most GPU memory :func:`prepare` holds at once at (m, n, k): the float32 inputs
-    and output, the float64 reference (and, while the error is measured, the output in float64
-    and its difference from the reference), and the output a caller's previous variant holds."""
+def bytes_needed(m: int, n: int, k: int, held: int = 2) -> int:
+    """About the most GPU memory :func:`prepare` holds at once at (m, n, k) while ``held``
+    prepared variants are alive (each with its own float32 output): the float32 inputs, the
+    float64 reference (and, while the error is measured, the output in float64 and its
+    difference from the reference), and the other variants' outputs. The default, two, is a
+    caller's previous variant kept while the next is prepared."""
     inputs_ = m * k + k * n
     reference_ = 12 * inputs_ + 12 * m * n  # inputs in float32 and float64, out and product
     check = 4 * inputs_ + 28 * m * n  # inputs, out, the reference, out in float64, the difference
-    return max(reference_, check) + 4 * m * n
+    return max(reference_, check) + 4 * m * n * (held - 1)
 
 
 def gib(size: float) -> str:
@@ -247,9 +249,10 @@ def gib(size: float) -> str:
     return f"{size / 2**30:.1f} GiB"
 
 
-def memory_problem(shapes, bench) -> str | None:
+def memory_problem(shapes, bench, held: int = 2) -> str | None:
     """Why a shape cannot fit in the GPU memory free now (None when all can), found before any
-    allocation from ``bench.bytes_needed``; a bench module without it is not checked."""
+    allocation from ``bench.bytes_needed`` with ``held`` variants prepared at once; a bench
+    module without it is not checked."""
     if not shapes or not hasattr(bench, "bytes_needed"):
         return None
     import cupy
@@ -258,7 +261,7 @@ def memory_problem(shapes, bench) -> str | None:
         free, total = cupy.cuda.runtime.memGetInfo()
     except cupy.cuda.runtime.CUDARuntimeError:  # the first allocation will say what is wrong
         return None
-    need, shape = max((bench.bytes_needed(*s), s) for s in shapes)
+    need, shape = max((_needed(bench, s, held), s) for s in shapes)
     if need <= free:
         return None
     label = "x".join(map(str, shape))
@@ -269,8 +272,16 @@ def memory_problem(shapes, bench) -> str | None:
     )
 
 
+def _needed(bench, shape, held: int) -> int:
+    """``bench.bytes_needed`` at ``shape``, told ``held`` where the module takes it."""
+    try:
+        return bench.bytes_needed(*shape, held=held)
+    except TypeError:  # a bench module whose bytes_needed knows shapes only
+        return bench.bytes_needed(*shape)
+
+
 @contextlib.contextmanager
-def memory_named(shape, bench):
+def memory_named(shape, bench, held: int = 2):
     """An allocation that fails inside the block stops the command with usage's exit code, in
     one line naming ``shape`` and what it needs: the shape is too big for this GPU as it is."""
     try:
@@ -280,7 +291,7 @@ def memory_named(shape, bench):
         if not isinstance(exc, MemoryError) and not any(s in text for s in _ALLOCATION_FAILED):
             raise
         label = "x".join(map(str, shape))
-        need = bench.bytes_needed(*shape) if hasattr(bench, "bytes_needed") else None
+        need = _needed(bench, shape, held) if hasattr(bench, "bytes_needed") else None
         about = f" (it needs about {gib(need)})" if need else ""
         raise exitcodes.CommandStop(
             exitcodes.USAGE,

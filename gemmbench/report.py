@@ -266,7 +266,8 @@ def main(argv: list[str] | None = None) -> int:
     if why := _no_device():
         print(f"gemmbench report: no usable NVIDIA GPU: {why}", file=sys.stderr)
         return exitcodes.INFRASTRUCTURE
-    if why := measure.memory_problem(args.shapes, bench):  # before anything is compiled
+    held = sweep.held(args, config) if args.sweep else 2  # variants prepared at once
+    if why := measure.memory_problem(args.shapes, bench, held):  # before anything is compiled
         print(f"gemmbench report: {why}", file=sys.stderr)
         return exitcodes.USAGE
     try:

@@ -114,6 +114,12 @@ def columns_for(
     return [(name, mode) for name in others for mode in modes[name]]
 
 
+def held(args, config: config_mod.Config) -> int:
+    """How many prepared variants a sweep holds at once: the baseline and every column."""
+    modes = modes_of(config, args.variants)
+    return 1 + len(columns_for(args.variants, config.baseline, modes, args.variants_named))
+
+
 def from_table(source: str | None) -> bool:
     """Whether a dispatch choice came from a tuning table: this GPU's own ("table") or, on a GPU
     without one, the table of its architecture's twin ("table of the NVIDIA H200")."""
@@ -296,7 +302,7 @@ def run(
     for index, shape in enumerate(shapes, 1):
         label = config_mod.shape_label(shape)
         print(f"[{index}/{len(shapes)}] {label} ...", file=progress, flush=True)
-        with measure.memory_named(shape, bench):
+        with measure.memory_named(shape, bench, held=1 + len(columns)):
             mine = measure_shape(
                 shape, baseline, columns, bench=bench, timer=timer, repeat=repeat, warmup=warmup
             )

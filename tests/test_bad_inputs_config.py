@@ -19,7 +19,7 @@ from test_bad_inputs import make_project
 
 from gemm import VARIANTS
 from gemm.variants import config_name
-from gemmbench import config, exitcodes, measure, report
+from gemmbench import config, exitcodes, measure, report, sweep
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 GOOD_TABLE = '[tool.gemmbench]\npackage = "gemm"\n[tool.gemmbench.shapes]\nsuite = ["64"]\n'
@@ -119,6 +119,20 @@ def test_bench_module_missing_found_before_the_gpu(tmp_path):
     table_in(tmp_path, with_keys('bench = "nosuch.mod"\n'))
     done = gemmbench("report", cwd=tmp_path)
     assert_one_line(done, "bench = 'nosuch.mod' cannot be imported (No module named 'nosuch')")
+
+
+def test_bench_module_needing_a_missing_package_is_infrastructure(tmp_path):
+    """A bench module that is there but imports a package this interpreter lacks is exit 4 (set
+    it up), one line naming both, not exit 2 (the configuration is right)."""
+    (tmp_path / "benchdir").mkdir()
+    (tmp_path / "benchdir" / "needs_dep.py").write_text("import no_such_dependency_pkg\n")
+    table_in(tmp_path, with_keys('bench = "needs_dep"\npythonpath = ["benchdir"]\n'))
+    done = gemmbench("report", cwd=tmp_path)
+    assert_one_line(
+        done,
+        "bench module needs_dep needs no_such_dependency_pkg, which is not installed",
+        exitcodes.INFRASTRUCTURE,
+    )
 
 
 def test_deleted_working_directory(tmp_path):
@@ -312,3 +326,22 @@ def test_out_of_memory_while_measuring_is_one_line(monkeypatch, capsys):
         "choose a smaller shape or free the GPU"
     )
     assert not any("Traceback" in line for line in err)
+
+
+def test_sweep_counts_every_output_it_holds(monkeypatch, capsys):
+    """A sweep holds the baseline's output and every column's at once: a shape that fits one
+    report variant beside another but not all of a sweep's columns is refused, before any
+    allocation, with what the sweep needs."""
+    cupy = pytest.importorskip("cupy")
+    shape = (20000, 20000, 20000)
+    held = sweep.held(report.parse_args(["--sweep", "20000"], list(VARIANTS)), config.load())
+    assert held > 2  # cuBLAS and the dispatching variant with its table and without
+    free = (measure.bytes_needed(*shape) + measure.bytes_needed(*shape, held=held)) // 2
+    monkeypatch.setattr(report, "_no_device", lambda: None)
+    monkeypatch.setattr(cupy.cuda, "runtime", FakeCupyRuntime(free))
+    monkeypatch.setattr(measure, "prepare", lambda *a, **k: pytest.fail("allocated"))
+    assert report.main(["--sweep", "20000"]) == exitcodes.USAGE
+    need = measure.gib(measure.bytes_needed(*shape, held=held))
+    assert f"shape 20000x20000x20000 needs about {need} of GPU memory" in capsys.readouterr().err
+    monkeypatch.setattr(report, "_report", lambda *a: exitcodes.OK)
+    assert report.main(["20000"]) == exitcodes.OK  # one variant at a time: it fits
