@@ -311,6 +311,29 @@ def test_no_gpu_is_infrastructure(tmp_path_factory):
     assert not list(log.parent.glob(f"{sha[:8]}-existing*.json"))
 
 
+# Needs CUDA from the second package version on: the first commit stores without a GPU.
+GPU_FROM_SECOND_BENCHMARKS = GPU_BENCHMARKS.replace(
+    "    import cupy\n", "    if tinypkg.MARKER == 1:\n        return n\n    import cupy\n"
+)
+
+
+@pytest.mark.skipif(gpu_unavailable_reason() is None, reason="a GPU answers here")
+def test_no_gpu_after_a_stored_commit_is_a_failed_commit(tmp_path_factory):
+    """Once this run has stored a commit, a later one that fails for want of a GPU is a failed
+    commit (exit 6), not infrastructure (4): the stored commit stays, for CI to push."""
+    root = tmp_path_factory.mktemp("gpu-later")
+    repo, shas, venv = make_tiny_project(root, GPU_FROM_SECOND_BENCHMARKS, "base", COMMITS[:2])
+    project = {"repo": repo, "shas": shas, "python": str(venv / "bin" / "python")}
+    project["env"] = register_machine(root, repo)
+    done = run_in(repo, project["env"], history_command(project), timeout=300)
+    assert done.returncode == exitcodes.CHECK_FAILED, done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+    assert f"history: the benchmarks of 1 of 2 commits failed ({shas[2][:8]})" in done.stderr
+    results_dir = asv_log(project, shas[1]).parent
+    assert history_run.stored_result_files(results_dir, "", shas[1], True)
+    assert f"{shas[2][:8]} package version 2: asv exited" in done.stdout  # went on as any failure
+
+
 def test_failed_benchmarks_on_stderr_and_in_a_log(tmp_path_factory):
     """Benchmarks broken by the commit (not for want of a GPU) stay exit 6, now said on stderr
     too; asv's whole output goes to its log and, where stdout is no terminal (a CI job's log,
