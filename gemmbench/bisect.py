@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from . import exitcodes
+from . import exitcodes, files
 from . import thresholds as thresholds_mod
 from .cli import OneLineErrorParser, cannot_write, terminated
 from .gate import (
@@ -327,7 +327,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.json:
         text = json.dumps(document(args, bisection, found, code, why, wall), indent=2)
         try:
-            Path(args.json).write_text(text + "\n", encoding="utf-8")
+            files.replace_file(args.json, text + "\n")
         except OSError as exc:
             progress(f"cannot write --json {args.json}: {exc.strerror or exc}")
     return code

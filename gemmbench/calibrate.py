@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import exitcodes
+from . import exitcodes, files
 from . import gate as gate_api
 from . import thresholds as thresholds_mod
 from .cli import OneLineErrorParser, cannot_write
@@ -395,7 +395,7 @@ def _write_json(where, reports, observed, tolerance, rounds, gpu, per_round_s, s
             for r in reports
         ],
     }
-    Path(where).write_text(json.dumps(payload, indent=1) + "\n", encoding="utf-8")
+    files.replace_file(where, json.dumps(payload, indent=1) + "\n")
 
 
 if __name__ == "__main__":

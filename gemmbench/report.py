@@ -21,7 +21,7 @@ import sys
 import time
 
 from . import config as config_mod
-from . import exitcodes, measure, sweep
+from . import exitcodes, files, measure, sweep
 from . import machine as gpu_machine
 from .cli import OneLineErrorParser, cannot_write
 
@@ -321,8 +321,7 @@ def _report(args: argparse.Namespace, config: config_mod.Config, bench) -> int:
             "interrupted": interrupted,
             "records": records,
         }
-        with open(args.json, "w", encoding="utf-8") as fh:
-            json.dump(payload, fh, indent=1)
+        files.replace_file(args.json, json.dumps(payload, indent=1))
     if interrupted:  # what was measured is shown and kept; a wrong result among it still shows
         kept = f" and written to {args.json}" if args.json else ""
         why = str(stopped) if stopped else "interrupted"

@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
+from gemmbench import files
 from gemmbench.asv_process import (
     BENCH_PATTERNS_ENV,
     machine_file_path,
@@ -236,10 +237,9 @@ def load_homes(results_dir: Path, machine: str) -> dict[str, str]:
 def save_homes(results_dir: Path, machine: str, homes: dict[str, str]) -> None:
     path = results_dir / machine / HOMES_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
-    text = "".join(f"{uuid}\t{series}\n" for series, uuid in sorted(homes.items()))
-    partial = path.with_name(path.name + ".partial")
-    partial.write_text(text, encoding="utf-8")
-    partial.replace(path)
+    files.replace_file(
+        path, "".join(f"{uuid}\t{series}\n" for series, uuid in sorted(homes.items()))
+    )
 
 
 def shard_config(config: Path, folder: Path) -> Path:
@@ -263,9 +263,7 @@ def shard_config(config: Path, folder: Path) -> Path:
 
 
 def write_atomically(path: Path, document: dict) -> None:
-    partial = path.with_name(path.name + ".partial")
-    partial.write_text(json.dumps(document, indent=None, sort_keys=True), encoding="utf-8")
-    partial.replace(path)  # a reader sees the old file or the whole new one, never half
+    files.replace_file(path, json.dumps(document, indent=None, sort_keys=True))
 
 
 def run_sharded(

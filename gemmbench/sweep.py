@@ -13,14 +13,13 @@ from __future__ import annotations
 import importlib
 import json
 import math
-import os
 import statistics
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 
 from . import config as config_mod
-from . import exitcodes, measure
+from . import exitcodes, files, measure
 
 # The distribution is over the shapes a tiled GEMM is meant for: every dimension at least
 # DISTRIBUTION_MIN. M or N below SCOPE_MIN (GEMV-like) is outside the scope altogether.
@@ -271,12 +270,8 @@ def format_summary(summary: dict, baseline: str) -> str:
 
 
 def write_json(path: str, payload: dict) -> None:
-    """Replace ``path`` whole (a temporary file, then a rename): an interrupted write leaves the
-    previous version."""
-    partial = f"{path}.partial"
-    with open(partial, "w", encoding="utf-8") as fh:
-        json.dump(payload, fh, indent=1)
-    os.replace(partial, path)
+    """Replace ``path`` whole: an interrupted write leaves the previous version."""
+    files.replace_file(path, json.dumps(payload, indent=1))
 
 
 def run(

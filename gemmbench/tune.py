@@ -37,7 +37,7 @@ from pathlib import Path
 from gemm import VARIANTS, dispatch
 from gemm.variants import Config, Variant, config_name
 from gemmbench import config as harness_config
-from gemmbench import exitcodes, machine, measure, tune_table
+from gemmbench import exitcodes, files, machine, measure, tune_table
 from gemmbench.cli import OneLineErrorParser, cannot_write
 from gemmbench.measure import MAX_REPEAT, memory_named, memory_problem
 from gemmbench.report import parse_shape
@@ -149,7 +149,7 @@ def _measure_shape(m: int, n: int, k: int, rows: list[dict], gpu, args, timer, p
             del prepared
             print(progress_line(row), file=progress, flush=True)
             if args.json:
-                Path(args.json).write_text(json.dumps(rows, indent=1))  # kept if interrupted
+                files.replace_file(args.json, json.dumps(rows, indent=1))  # kept if interrupted
 
 
 def progress_line(row: dict) -> str:

@@ -13,7 +13,7 @@ from pathlib import Path
 from gemm import VARIANTS, dispatch
 from gemm.dispatch_table import TABLES
 from gemm.variants import config_name
-from gemmbench import exitcodes, measure, sweep
+from gemmbench import exitcodes, files, measure, sweep
 from gemmbench.cli import cannot_write
 from gemmbench.git import GitError, git, signals_blocked
 
@@ -346,8 +346,8 @@ def _write_both(args, table: str, gpu: dispatch.Gpu, section: str) -> None:
     doc = args.doc.read_text(encoding="utf-8") if args.doc.exists() else "# Tuning\n"
     doc = replace_section(doc, gpu.name, section)
     with signals_blocked():  # Ctrl-C or SIGTERM waits: never the table without its section
-        args.table.write_text(table, encoding="utf-8")
-        args.doc.write_text(doc, encoding="utf-8")
+        files.replace_file(args.table, table)
+        files.replace_file(args.doc, doc)
 
 
 def output_problem(args) -> str | None:

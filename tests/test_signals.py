@@ -14,7 +14,7 @@ from types import SimpleNamespace
 import pytest
 from test_gate_e2e import MEASURED, Repo, start_measuring
 
-from gemmbench import asv_process, cli, exitcodes, git, tune_table
+from gemmbench import asv_process, cli, exitcodes, files, git, tune_table
 
 
 @pytest.fixture
@@ -169,24 +169,22 @@ def test_report_out_of_memory_later_keeps_what_was_measured(monkeypatch, tmp_pat
     assert "out of memory at shape 512x512x512" in capsys.readouterr().err.strip().splitlines()[-1]
 
 
-def test_tune_writes_table_and_doc_together_through_ctrl_c(tmp_path):
-    """Ctrl-C between the table's write and the doc's is held until both are written: a table
-    is never left without the doc section that explains it."""
+def test_tune_writes_table_and_doc_together_through_ctrl_c(monkeypatch, tmp_path):
+    """Ctrl-C as the table's write starts is held until the doc is written too: a table is
+    never left without the doc section that explains it."""
+    replace_file = files.replace_file
 
-    class InterruptedTable:
-        """A --table path whose write is interrupted by Ctrl-C the moment it starts."""
-
-        path = tmp_path / "table.py"
-
-        def write_text(self, text, encoding):
+    def interrupted_first(path, data):
+        if path == table:
             os.kill(os.getpid(), signal.SIGINT)
-            self.path.write_text(text, encoding=encoding)
+        replace_file(path, data)
 
-    doc = tmp_path / "tuning.md"
-    args = SimpleNamespace(table=InterruptedTable(), doc=doc)
+    monkeypatch.setattr(files, "replace_file", interrupted_first)
+    table, doc = tmp_path / "table.py", tmp_path / "tuning.md"
+    args = SimpleNamespace(table=table, doc=doc)
     with pytest.raises(KeyboardInterrupt):
         tune_table._write_both(args, "TABLE = {}\n", SimpleNamespace(name="GPU X"), "section")
-    assert InterruptedTable.path.read_text() == "TABLE = {}\n"
+    assert table.read_text() == "TABLE = {}\n"
     assert "section" in doc.read_text()
 
 

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import tempfile
 from pathlib import Path
 
+from ..files import replace_file
 from .decision import (
     BROKEN,
     DRIFT,
@@ -179,21 +177,6 @@ def _special(path: Path) -> bool:
     return path.exists() and not path.is_file()
 
 
-def _replace(path: Path, data: bytes) -> None:
-    """Write ``data`` to a new file beside ``path`` and rename it over ``path`` (atomic)."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        with contextlib.suppress(OSError):  # keep the old file's mode (a summary others append to)
-            os.chmod(tmp, path.stat().st_mode & 0o7777)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-
-
 class OutputFiles:
     """The --json and --markdown files: what they held before the run, and one write after it.
 
@@ -220,6 +203,6 @@ class OutputFiles:
                     handle.write(markdown)
             else:
                 before = self._before[self.markdown] or b""
-                _replace(self.markdown, before + markdown.encode("utf-8"))
+                replace_file(self.markdown, before + markdown.encode("utf-8"))
         if self.json is not None:
-            _replace(self.json, (json.dumps(document, indent=1) + "\n").encode("utf-8"))
+            replace_file(self.json, json.dumps(document, indent=1) + "\n")

@@ -1,0 +1,60 @@
+"""Files the harness writes are replaced whole: never half-written, never lost to an interrupt."""
+
+from __future__ import annotations
+
+import os
+import stat
+
+import pytest
+
+from gemmbench import files
+
+
+def test_interrupted_write_leaves_the_old_file(monkeypatch, tmp_path):
+    """Ctrl-C between the write and the rename: the old file as it was, no partial file left."""
+    path = tmp_path / "report.json"
+    path.write_text("old")
+
+    def interrupted(*args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(os, "replace", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        files.replace_file(path, "new")
+    assert path.read_text() == "old"
+    assert [p.name for p in tmp_path.iterdir()] == ["report.json"]
+
+
+def test_modes_kept_or_as_open_gives_them(tmp_path):
+    """An old file's mode stays; a new file gets the mode the umask gives ``open``, not 0600."""
+    old = tmp_path / "summary.md"
+    old.write_text("a")
+    old.chmod(0o640)
+    files.replace_file(old, "b")
+    assert (old.read_text(), stat.S_IMODE(old.stat().st_mode)) == ("b", 0o640)
+    mask = os.umask(0o027)
+    try:
+        files.replace_file(tmp_path / "new.json", b"{}")
+    finally:
+        os.umask(mask)
+    assert stat.S_IMODE((tmp_path / "new.json").stat().st_mode) == 0o640
+
+
+def test_links_followed_and_devices_written_in_place(tmp_path):
+    """A link's target is replaced, the link kept; a pipe or device (--json /dev/stdout) is
+    written through, since nothing can be renamed over it."""
+    target = tmp_path / "real.json"
+    target.write_text("old")
+    link = tmp_path / "link.json"
+    link.symlink_to(target)
+    files.replace_file(link, "new")
+    assert link.is_symlink() and target.read_text() == "new"
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        files.replace_file(fifo, "through")
+        assert os.read(reader, 100) == b"through"
+    finally:
+        os.close(reader)
+    assert stat.S_ISFIFO(fifo.stat().st_mode)
