@@ -13,7 +13,7 @@ import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
-from gemmbench import exitcodes
+from gemmbench import exitcodes, files
 from gemmbench import results as results_check
 from gemmbench.asv_process import run_asv
 from gemmbench.history_install import HistoryError, NoGpu, clean_env, log
@@ -257,7 +257,7 @@ def restore_if_corrupt(
         if not problems:
             continue
         if path in saved:
-            path.write_bytes(saved[path])
+            files.replace_file(path, saved[path])
             notes.append(f"{path.name} was left corrupt ({problems[0]}); restored the stored copy")
         else:
             corrupt = path.with_suffix(".json.corrupt")
@@ -319,7 +319,7 @@ def discard(paths: Sequence[Path], saved: dict[Path, bytes]) -> list[str]:
     notes = []
     for path in paths:
         if path in saved:
-            path.write_bytes(saved[path])
+            files.replace_file(path, saved[path])
             notes.append(f"{path.name}: put back as it was before this run")
         else:
             path.unlink()
