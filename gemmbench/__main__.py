@@ -46,6 +46,7 @@ def usage() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    _null_for_closed_streams()
     if argv and argv[0] in ("-h", "--help"):
         _show_usage()
         return exitcodes.OK
@@ -90,6 +91,22 @@ def _run(name: str, module: str, rest: list[str]) -> int:
     # table (and wrong-result check) never ran. Usage's 2, not infrastructure's 4: the caller's
     # pipeline closed the output, and rerunning it gives the same end.
     return code if code else exitcodes.USAGE
+
+
+def _null_for_closed_streams() -> None:
+    """Standard streams closed before the start (``>&-``, ``2>&-``) become /dev/null: Python left
+    them None, so a flush failed as an unexpected error, a message meant for stderr went to
+    stdout, and the first file a command opened took the closed descriptor's number."""
+    for fd, name in ((0, "stdin"), (1, "stdout"), (2, "stderr")):
+        try:
+            os.fstat(fd)
+        except OSError:
+            null = os.open(os.devnull, os.O_RDWR)  # the lowest free descriptor: this one
+            if null != fd:
+                os.dup2(null, fd)
+                os.close(null)
+            mode = "r" if fd == 0 else "w"
+            setattr(sys, name, open(fd, mode, encoding="utf-8", closefd=False))
 
 
 def _quiet_closed_stdout(name: str) -> None:

@@ -235,6 +235,24 @@ def test_closed_stdout_stops_quietly(tmp_path, argv):
     ]
 
 
+@pytest.mark.parametrize("closed", [1, 2], ids=["stdout", "stderr"])
+def test_stream_closed_before_the_start(tmp_path, closed):
+    """A command started with stdout or stderr closed (``>&-``, ``2>&-``) keeps its exit code
+    (2 for a bad shape, not 4 from a flush of Python's missing stream), and a message meant for
+    stderr never reaches stdout."""
+    env = {k: v for k, v in os.environ.items() if k != "GEMMBENCH_CONFIG"}
+    env.update(PYTHONPATH=str(REPO_ROOT), TMPDIR=str(tmp_path))  # where a traceback log would go
+    out = tmp_path / "out"
+    command = f'"{sys.executable}" -m gemmbench report 64 --json /nonexistent/r.json'
+    shell = f'{command} {closed}>&- {3 - closed}>"{out}"'
+    done = subprocess.run(["sh", "-c", shell], cwd=tmp_path, env=env, timeout=120)
+    assert done.returncode == exitcodes.USAGE
+    text = out.read_text()
+    assert "Traceback" not in text and "unexpected error" not in text, text
+    assert ("cannot write --json" in text) == (closed == 1), text  # stderr's line, never stdout's
+    assert not list(tmp_path.glob("gemmbench-*.log"))
+
+
 def repick_rows() -> str:
     config = config_name(VARIANTS["coarsened"].configs[0])
     row = {"m": 64, "n": 64, "k": 64, "config": config, "splits": 1, "median_s": 0.001}
