@@ -13,16 +13,24 @@ def replace_file(path: str | os.PathLike, data: str | bytes) -> None:
 
     The rename is atomic, so an interrupt or a full disk leaves the previous file as it was and
     no half-written one. The new file keeps the old one's mode (a summary others append to), or
-    where there was none, the mode ``open`` would have given it. A link is followed; a device or
-    a pipe (``/dev/stdout``) cannot be renamed over, and is written as it is.
+    where there was none, the mode ``open`` would have given it. A link is followed. A device or
+    a pipe (``/dev/stdout``) cannot be renamed over, nor a file in a folder this user cannot add
+    to: those are written in place.
     """
     path = Path(os.path.realpath(path))
     raw = data.encode("utf-8") if isinstance(data, str) else data
-    if path.exists() and not path.is_file():
+    in_place = path.exists() and not path.is_file()  # a pipe or a device: nothing renames over it
+    if not in_place:
+        try:
+            handle, partial = tempfile.mkstemp(
+                prefix=f".{path.name}.", suffix=".partial", dir=path.parent
+            )
+        except OSError:  # a folder this user may not add to, though the file may be writable
+            in_place = True
+    if in_place:
         with open(path, "wb") as out:
             out.write(raw)
         return
-    handle, partial = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent)
     try:
         with os.fdopen(handle, "wb") as out:
             out.write(raw)

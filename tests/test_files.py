@@ -58,3 +58,17 @@ def test_links_followed_and_devices_written_in_place(tmp_path):
     finally:
         os.close(reader)
     assert stat.S_ISFIFO(fifo.stat().st_mode)
+
+
+def test_writable_file_in_a_closed_folder_is_written_in_place(monkeypatch, tmp_path):
+    """A file this user may write, in a folder it may not add to (no temporary file can be made
+    beside it): written in place, as before."""
+    path = tmp_path / "out.json"
+    path.write_text("old")
+
+    def folder_closed(*args, **kwargs):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(files.tempfile, "mkstemp", folder_closed)
+    files.replace_file(path, "new")
+    assert path.read_text() == "new"
