@@ -1,0 +1,191 @@
+"""Tests for `gemmbench calibrate`: end to end with the CPU double of `gemm`, and its pure rules.
+
+Runs over tests/test_gate_e2e.py's throwaway repository, whose helpers it imports.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from test_gate_e2e import HARNESS_ROOT, THRESHOLDS, Repo
+
+
+@pytest.fixture
+def repo(tmp_path):
+    return Repo(tmp_path / "repo", tmp_path)
+
+
+class TestCalibrate:
+    """`python -m gemmbench calibrate` end to end on CPU, with the CPU double of `gemm`."""
+
+    def calibrate(self, repo, *extra: str) -> subprocess.CompletedProcess:
+        command = [
+            sys.executable, "-m", "gemmbench", "calibrate", "--repo", str(repo.path),
+            "--cases-from", "benchcases:cases", "--thresholds", str(repo.thresholds),
+            "--gpu", "CPU double", "--json", str(repo.tmp / "calibrate.json"), *extra,
+        ]  # fmt: skip
+        return subprocess.run(
+            command, cwd=HARNESS_ROOT, env=repo.env, capture_output=True, text=True, timeout=300
+        )
+
+    def calibrate_quietly(self, repo, *extra: str) -> subprocess.CompletedProcess:
+        """calibrate, up to three times while it finds the machine too noisy (exit 3, nothing
+        written): on this 2-core VM a worker's core has run ~80% slow for rounds on end."""
+        before = repo.thresholds.read_text()
+        for _ in range(3):
+            done = self.calibrate(repo, *extra)
+            if done.returncode != 3:
+                return done
+            assert "nothing written" in done.stderr and repo.thresholds.read_text() == before
+        return done
+
+    def test_writes_the_gpu_table_and_keeps_the_file(self, repo):
+        """Three A/A runs: a per-benchmark table, a tolerance ≥ the floor written into
+        [gpu."CPU double".gate], every other line and comment unchanged, and the file loads."""
+        from gemmbench import calibrate, thresholds
+
+        before = repo.thresholds.read_text()
+        done = self.calibrate_quietly(repo, "--runs", "3", "--rounds", "6")
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "| hash |" in done.stdout and "| steady |" in done.stdout
+        result = json.loads((repo.tmp / "calibrate.json").read_text())
+        assert len(result["runs"]) == 3 and len(result["benchmarks"]["hash"]["ratios"]) == 3
+        worst = max(b["max_deviation"] for b in result["benchmarks"].values())
+        assert result["tolerance"] >= max(calibrate.FLOOR, calibrate.SAFETY_FACTOR * worst)
+        after = repo.thresholds.read_text()
+        assert after.startswith(before)  # appended, nothing above it touched
+        assert '[gpu."CPU double".gate]' in after and "calibrated by `gemmbench calibrate`" in after
+        loaded = thresholds.load(repo.thresholds).for_gpu("CPU double")
+        assert loaded.gate.tolerance == result["tolerance"]
+        assert loaded.gate.tolerance != thresholds.load(repo.thresholds).gate.tolerance
+        # A second calibration edits the same table in place instead of adding another.
+        again = self.calibrate_quietly(repo, "--runs", "2", "--rounds", "6")
+        assert again.returncode == 0, again.stdout + again.stderr
+        assert repo.thresholds.read_text().count('[gpu."CPU double".gate]') == 1
+        repo.assert_clean()
+
+    def test_dry_run_writes_nothing(self, repo):
+        """--dry-run reports the tolerance it would write and leaves the file alone."""
+        before = repo.thresholds.read_text()
+        done = self.calibrate_quietly(repo, "--runs", "2", "--rounds", "6", "--dry-run")
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "dry run:" in done.stdout and repo.thresholds.read_text() == before
+
+    @pytest.mark.parametrize(
+        ("extra", "message"),
+        [(("--runs", "1"), "--runs must be at least 2"), (("--rev", "nope"), "not a commit")],
+    )
+    def test_usage_errors(self, repo, extra, message):
+        """Too few runs or an unknown commit exits 2 with the reason on stderr."""
+        done = self.calibrate(repo, *extra)
+        assert done.returncode == 2 and message in done.stderr
+
+
+class TestCalibrateRules:
+    """Tests for calibrate's pure rules: the tolerance, the rounds, editing the table."""
+
+    @pytest.mark.parametrize("dry_run", [False, True])
+    def test_too_noisy_to_calibrate(self, tmp_path, monkeypatch, capsys, dry_run):
+        """A/A runs 60% apart (a loaded 2-core machine has shown 68%) call for a tolerance over
+        100%: exit 3 with one line saying why, and the thresholds file is left as it was."""
+        from gemmbench import calibrate, thresholds
+        from gemmbench.gate import decision
+
+        path = tmp_path / "thresholds.toml"
+        path.write_text(THRESHOLDS)
+        config = thresholds.load(path)
+
+        def noisy_run(args, where):
+            ratio = 1.6 if noisy_run.calls else 1.01  # the second A/A run is 60% off
+            noisy_run.calls += 1
+            compared = decision.Comparison(
+                "hash", [1.0], [ratio], ratio=ratio, base_spread=0.01, head_spread=0.01
+            )
+            meta = {"wall_s": 1.0, "measure_s": 0.6, "startup_s": 0.4, "gpu": "CPU double"}
+            return decision.Report(decision.PASS, comparisons=[compared], meta=meta, config=config)
+
+        noisy_run.calls = 0
+        monkeypatch.setattr(calibrate, "one_run", noisy_run)
+        argv = ["--runs", "2", "--thresholds", str(path), "--gpu", "CPU double"]
+        code = calibrate.main(argv + (["--dry-run"] if dry_run else []))
+        err = [
+            line for line in capsys.readouterr().err.splitlines() if not line.startswith("[gate]")
+        ]
+        assert code == 3 and len(err) == 1 and "calls for a tolerance of 120%" in err[0], err
+        assert "nothing written" in err[0] and path.read_text() == THRESHOLDS
+
+    @pytest.mark.parametrize("canary", [False, True])
+    def test_uncertain_benchmark_is_measured_uncertain_canary_is_not(
+        self, tmp_path, monkeypatch, capsys, canary
+    ):
+        """An A/A run that is inconclusive only because a benchmark read beyond tolerance without
+        significance is the deviation calibrate measures: it goes on and reports a tolerance.
+        The same reading on a canary means the machine drifted: exit 3, nothing written."""
+        from gemmbench import calibrate, thresholds
+        from gemmbench.gate import decision
+
+        path = tmp_path / "thresholds.toml"
+        path.write_text(THRESHOLDS)
+        config = thresholds.load(path)
+        settings = config.gate
+
+        def a_a_run(args, where):
+            a_a_run.calls += 1
+            base = [1.0 + 0.01 * i for i in range(settings.rounds)]
+            # the second run: head's rounds spread across base's, its median 30% higher
+            head = (
+                base
+                if a_a_run.calls == 1
+                else [x * (1.6 if i % 2 else 1.0) for i, x in enumerate(base)]
+            )
+            compared = decision.compare("hash", base, head, settings, canary=canary)
+            status, reasons = decision.decide([compared], [])
+            meta = {"wall_s": 1.0, "measure_s": 0.6, "startup_s": 0.4, "gpu": "CPU double"}
+            return decision.Report(
+                status, reasons, comparisons=[compared], meta=meta, config=config
+            )
+
+        a_a_run.calls = 0
+        monkeypatch.setattr(calibrate, "one_run", a_a_run)
+        code = calibrate.main(
+            ["--runs", "2", "--thresholds", str(path), "--gpu", "CPU double", "--dry-run"]
+        )
+        out, err = capsys.readouterr()
+        assert a_a_run.calls == 2
+        assert "A/A run 2/2: inconclusive" in err
+        if canary:
+            assert code == 3 and "not quiet enough" in err and "canary hash" in err
+        else:
+            assert code == 0 and "not quiet enough" not in err
+            assert "would get {'tolerance': 0.586}" in out  # twice the 29.3% it measured
+        assert path.read_text() == THRESHOLDS
+
+    def test_tolerance(self):
+        """Twice the worst deviation, rounded up to 0.1%, never below the 0.5% floor."""
+        from gemmbench.calibrate import tolerance_for
+
+        assert tolerance_for(0.0042) == 0.009
+        assert tolerance_for(0.001) == 0.005
+        assert tolerance_for(0.01) == 0.02
+
+    def test_rounds(self):
+        """Configured rounds that fit the budget stay; otherwise as many as fit, never under 7."""
+        from gemmbench.calibrate import rounds_for
+
+        assert rounds_for(0.002, 10, per_round_s=0.5, startup_s=3, budget_s=60) == (10, True)
+        assert rounds_for(0.002, 10, per_round_s=6, startup_s=3, budget_s=60) == (9, True)
+        assert rounds_for(0.002, 10, per_round_s=20, startup_s=3, budget_s=60) == (7, False)
+
+    def test_edits_an_existing_table_in_place(self, tmp_path):
+        """An existing [gpu."H200".gate] table gets its tolerance replaced, comments kept."""
+        from gemmbench.calibrate import write_gpu_gate
+
+        path = tmp_path / "t.toml"
+        text = THRESHOLDS + '\n[gpu."H200".gate]\n# why\ntolerance = 0.03  # old\nrounds = 8\n'
+        path.write_text(text)
+        new = write_gpu_gate(path, "H200", {"tolerance": 0.009}, "note")
+        assert "tolerance = 0.009  # old" in new and "# why" in new and "rounds = 8" in new
+        assert new.count("[gpu.") == 1 and path.read_text() == new
