@@ -36,8 +36,8 @@ run() {  # run LOG CMD...: the command's output into LOG; its exit status is ret
 : >"$out/summary.txt"
 start=$SECONDS
 run "$out/tests.log" env GEMM_PYTHON="$PY" bash "$repo/scripts/test.sh" -q -p no:cacheprovider \
-    tests/test_history.py tests/test_bad_inputs.py tests/test_packaging.py tests/test_compile.py \
-    tests/test_lock.py
+    tests/test_history.py tests/test_history_gpus.py tests/test_history_install_and_phases.py \
+    tests/test_bad_inputs.py tests/test_packaging.py tests/test_compile.py tests/test_lock.py
 tests=$?
 echo "tests: exit $tests; $(tail -n 1 "$out/tests.log" 2>/dev/null)" >>"$out/summary.txt"
 

@@ -38,8 +38,10 @@ MUST_BE_OWNED = [
     "ops/tests/test_runner_supervisor.py",
     "tests/test_push_results.py",
     "tests/test_gate_e2e.py",
+    "tests/test_calibrate.py",
     "tests/test_step_chain.py",
     "tests/test_ci_scripts.py",
+    "tests/test_entry_scripts.py",
 ]
 OWNED_FOLDERS = ("gemmbench/", "benchmarks/", ".github/", ".ci/", "scripts/", "ops/")
 # What a pull request is about: changing these alone needs no code owner.
