@@ -314,15 +314,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         code = exitcodes.TERMINATED if terminated() else exitcodes.INTERRUPTED
         why = "terminated" if terminated() else "interrupted"
     wall = time.perf_counter() - started
+    gates = f"{bisection.gates} gate{'' if bisection.gates == 1 else 's'} in {wall:.1f} s"
     if found:
         step = next(s for s in bisection.steps if s.commit == found)
         print(f"first slower commit: {found} {step.subject}")
         for number, s in enumerate(bisection.steps, 1):
             print(f"  gate {number}: {s.line()}")
-        print(f"{bisection.gates} gates in {wall:.1f} s")
+        print(gates)
     else:
         if bisection.gates:
-            progress(f"{bisection.gates} gates in {wall:.1f} s")
+            progress(gates)
         print(f"gemmbench bisect: {why}", file=sys.stderr)
     if args.json:
         text = json.dumps(document(args, bisection, found, code, why, wall), indent=2)
