@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import shutil
 import signal
 import subprocess
@@ -67,32 +68,54 @@ def signals_blocked() -> Iterator[None]:
 
     Blocked in this thread, and so in the git processes it starts. Blocking one thread is not
     enough: the kernel hands a process's signal to any thread not blocking it, such as a native
-    library's (OpenBLAS's, CUDA's), and Python then raises it here all the same. So, while held,
-    Python's handlers only record it, and the first is raised again once the block is over."""
-    if threading.current_thread() is not threading.main_thread():
-        yield  # signals reach the main thread only; it holds its own cleanup
-        return
+    library's (OpenBLAS's, CUDA's), and Python then raises it in the main thread all the same.
+    So, in the main thread, Python's handlers only record it while held, and the first is raised
+    again once the block is over."""
     held = (signal.SIGINT, signal.SIGTERM)
     caught: list[int] = []
-    handlers = {
-        signum: signal.signal(signum, lambda signum, frame: caught.append(signum))
-        for signum in held
-        if signal.getsignal(signum) is not None  # None: set outside Python; left as it is
-    }
-    mask = (
-        signal.pthread_sigmask(signal.SIG_BLOCK, held)
-        if hasattr(signal, "pthread_sigmask")
-        else None
-    )
+    can_mask = hasattr(signal, "pthread_sigmask")
+    old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, ()) if can_mask else None  # only reads it
+    handlers = {}
     try:
+        if can_mask:
+            signal.pthread_sigmask(signal.SIG_BLOCK, held)
+        if threading.current_thread() is threading.main_thread():  # where handlers can be set
+            for signum in held:
+                handler = signal.getsignal(signum)
+                if handler not in (None, signal.SIG_IGN):  # None: set outside Python; left alone
+                    handlers[signum] = handler  # first, so that the restore below always runs
+                    signal.signal(signum, lambda signum, frame: caught.append(signum))
         yield
     finally:
-        for signum, handler in handlers.items():
-            signal.signal(signum, handler)
-        if mask is not None:
-            signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # one pending here is raised now
+        # A handler that Python runs first (a signal another thread took) can raise out of these
+        # calls before they act: each is retried, and the first such exception raised after.
+        restores = [functools.partial(signal.signal, s, h) for s, h in handlers.items()]
+        if can_mask:
+            restores.append(functools.partial(_set_mask, old_mask))
+        if (raised := _settled(restores)) is not None:
+            raise raised
         if caught:
             signal.raise_signal(caught[0])
+
+
+def _set_mask(mask) -> None:
+    signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # a signal pending here is raised now
+
+
+def _settled(calls) -> BaseException | None:
+    """Run each call to its end, again where an exception cut it short (a few times at most);
+    the first exception, or None."""
+    first = None
+    for call in calls:
+        for attempt in range(8):
+            try:
+                call()
+                break
+            except BaseException as exc:  # a signal handler may raise anything
+                first = first or exc
+                if attempt == 7:
+                    raise
+    return first
 
 
 # One worktree change at a time in this process: gates run side by side (one per GPU) would

@@ -233,3 +233,47 @@ def test_ctrl_c_received_by_another_thread_is_held_too():
     finally:
         other_may_end.set()
         other.join()
+
+
+@pytest.mark.parametrize(
+    ("swap", "signum"),
+    [(1, signal.SIGTERM), (3, signal.SIGINT)],
+    ids=["between-the-two-swaps", "between-the-two-restores"],
+)
+def test_a_signal_between_the_handler_swaps_leaves_nothing_held(monkeypatch, swap, signum):
+    """Another thread's signal that Python runs in the middle of the handler swaps (entering or
+    leaving the block) is raised, and both handlers and the thread's mask end as they began: no
+    recorder left to swallow every later Ctrl-C or SIGTERM."""
+
+    def on_sigterm(signum, frame):
+        raise cli.Terminated
+
+    other_may_end = threading.Event()
+    other = threading.Thread(target=other_may_end.wait)
+    other.start()
+    real_signal, calls = signal.signal, []
+
+    def delivered_after(number, handler):  # signal.signal, the signal delivered after the swap-th
+        calls.append(number)
+        old = real_signal(number, handler)
+        if len(calls) == swap:
+            signal.pthread_kill(other.ident, signum)
+            time.sleep(0.05)  # the C handler runs; Python's waits for the next check
+        return old
+
+    before = (signal.getsignal(signal.SIGINT), real_signal(signal.SIGTERM, on_sigterm))
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, ())
+    monkeypatch.setattr(signal, "signal", delivered_after)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            with git.signals_blocked():
+                pass
+        assert signal.getsignal(signal.SIGINT) is before[0]
+        assert signal.getsignal(signal.SIGTERM) is on_sigterm
+        assert signal.pthread_sigmask(signal.SIG_BLOCK, ()) == mask
+    finally:
+        monkeypatch.undo()
+        signal.signal(signal.SIGTERM, before[1])
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        other_may_end.set()
+        other.join()
