@@ -148,7 +148,7 @@ def write_gpu_gate(path: Path, gpu: str, values: dict[str, object], comment: str
     tmp.write_text(new, encoding="utf-8")
     try:
         thresholds_mod.load(tmp)  # a file that no longer loads is never written
-        tmp.replace(path)
+        files.replace_file(path, new)
     finally:
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()

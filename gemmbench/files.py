@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import os
-import tempfile
+import secrets
+import stat
+import sys
 from pathlib import Path
 
 
@@ -13,41 +15,64 @@ def replace_file(path: str | os.PathLike, data: str | bytes) -> None:
 
     The rename is atomic, so an interrupt or a full disk leaves the previous file as it was and
     no half-written one. The new file keeps the old one's mode (a summary others append to), or
-    where there was none, the mode ``open`` would have given it. A link is followed. A device or
-    a pipe (``/dev/stdout``) cannot be renamed over, nor a file in a folder this user cannot add
-    to: those are written in place.
+    where there was none, the mode ``open`` would have given it. A link is followed.
+
+    Written in place instead: this process's own stdout or stderr (``--json /dev/stdout``, at
+    the stream's position), a pipe or a device (nothing can be renamed over them), and a file in
+    a folder this user may not add to.
     """
-    path = Path(os.path.realpath(path))
     raw = data.encode("utf-8") if isinstance(data, str) else data
-    in_place = path.exists() and not path.is_file()  # a pipe or a device: nothing renames over it
-    if not in_place:
-        try:
-            handle, partial = tempfile.mkstemp(
-                prefix=f".{path.name}.", suffix=".partial", dir=path.parent
-            )
-        except OSError:  # a folder this user may not add to, though the file may be writable
-            in_place = True
-    if in_place:
+    try:
+        found = os.stat(path)
+    except OSError:  # not there yet (or not reachable, which open will say)
+        found = None
+    if found is not None and (stream := _standard_stream(found)) is not None:
+        stream.flush()  # what the command printed before stays before
+        _write_all(stream.fileno(), raw)
+        return
+    if found is not None and not stat.S_ISREG(found.st_mode):
         with open(path, "wb") as out:
+            out.write(raw)
+        return
+    target = Path(os.path.realpath(path))
+    try:
+        handle, partial = _new_file_beside(target)
+    except PermissionError:  # a folder this user may not add to, though the file may be writable
+        with open(target, "wb") as out:
             out.write(raw)
         return
     try:
         with os.fdopen(handle, "wb") as out:
             out.write(raw)
-        try:
-            mode = path.stat().st_mode & 0o7777
-        except OSError:
-            mode = 0o666 & ~_umask()
-        os.chmod(partial, mode)
-        os.replace(partial, path)
+        if found is not None:
+            os.chmod(partial, stat.S_IMODE(found.st_mode))
+        os.replace(partial, target)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(partial)
         raise
 
 
-def _umask() -> int:
-    """The process's umask (read by setting it, then set back at once)."""
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
+def _new_file_beside(target: Path) -> tuple[int, str]:
+    """A new, empty file beside ``target``, open for writing, with the mode the umask gives."""
+    while True:
+        partial = str(target.with_name(f".{target.name}.{secrets.token_hex(4)}.partial"))
+        try:
+            return os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), partial
+        except FileExistsError:
+            continue
+
+
+def _standard_stream(found: os.stat_result):
+    """sys.stdout or sys.stderr where ``found`` is the file behind it, else None."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(AttributeError, OSError, ValueError):
+            if os.path.samestat(found, os.fstat(stream.fileno())):
+                return stream
+    return None
+
+
+def _write_all(fd: int, raw: bytes) -> None:
+    view = memoryview(raw)
+    while view:
+        view = view[os.write(fd, view) :]

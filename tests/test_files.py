@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 from gemmbench import files
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_interrupted_write_leaves_the_old_file(monkeypatch, tmp_path):
@@ -60,15 +66,57 @@ def test_links_followed_and_devices_written_in_place(tmp_path):
     assert stat.S_ISFIFO(fifo.stat().st_mode)
 
 
+def refusing_new_files(monkeypatch, error: OSError) -> None:
+    """os.open fails with ``error`` for the temporary file beside a target, as the kernel would."""
+    real_open = os.open
+
+    def refusing(name, flags, *args, **kwargs):
+        if str(name).endswith(".partial"):
+            raise error
+        return real_open(name, flags, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", refusing)
+
+
 def test_writable_file_in_a_closed_folder_is_written_in_place(monkeypatch, tmp_path):
     """A file this user may write, in a folder it may not add to (no temporary file can be made
     beside it): written in place, as before."""
     path = tmp_path / "out.json"
     path.write_text("old")
-
-    def folder_closed(*args, **kwargs):
-        raise PermissionError(13, "Permission denied")
-
-    monkeypatch.setattr(files.tempfile, "mkstemp", folder_closed)
+    refusing_new_files(monkeypatch, PermissionError(errno.EACCES, "Permission denied"))
     files.replace_file(path, "new")
     assert path.read_text() == "new"
+
+
+def test_full_disk_leaves_the_old_file(monkeypatch, tmp_path):
+    """No room for the new file: the error is raised and the old file is not truncated."""
+    path = tmp_path / "out.json"
+    path.write_text("old")
+    refusing_new_files(monkeypatch, OSError(errno.ENOSPC, "No space left on device"))
+    with pytest.raises(OSError, match="No space left"):
+        files.replace_file(path, "new")
+    assert path.read_text() == "old"
+
+
+WRITE_TO_STDOUT = """\
+from gemmbench import files
+print("before", flush=True)
+files.replace_file("/dev/stdout", '{"json": 1}\\n')
+print("after")
+"""
+
+
+@pytest.mark.parametrize("into", ["pipe", "file"])
+def test_dev_stdout_is_the_stream_itself(tmp_path, into):
+    """--json /dev/stdout lands between what the command printed before and after, whether
+    stdout is a pipe or a file (whose other output a rename would have thrown away)."""
+    out = tmp_path / "out.txt"
+    command = [sys.executable, "-c", WRITE_TO_STDOUT]
+    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
+    if into == "pipe":
+        text = subprocess.run(command, env=env, capture_output=True, text=True, check=True).stdout
+    else:
+        with open(out, "w") as stdout:
+            subprocess.run(command, env=env, stdout=stdout, check=True)
+        text = out.read_text()
+    assert text == 'before\n{"json": 1}\nafter\n'

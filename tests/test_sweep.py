@@ -394,7 +394,7 @@ class TestMain:
         assert sorted({r["shape"] for r in payload["records"]}) == ["256x256x256", "512x512x512"]
         assert payload["summary"]["distribution"][0]["n"] == 2
         assert "interrupted after 2 of 4 shapes" in capsys.readouterr().err
-        assert not (tmp_path / "sweep.json.partial").exists()
+        assert [p.name for p in tmp_path.iterdir()] == ["sweep.json"]  # no partial file left
 
     def test_wrong_result_exits_6(self, capsys):
         """A wrong variant is exit 6, naming it and its mode."""
