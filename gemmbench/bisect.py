@@ -269,6 +269,11 @@ def document(args, bisection: Bisection, found: str | None, code: int, why: str,
     }
 
 
+def counted(number: int, noun: str) -> str:
+    """ "1 gate", "3 gates"."""
+    return f"{number} {noun}{'' if number == 1 else 's'}"
+
+
 def run(args: argparse.Namespace, bisection: Bisection) -> str:
     """The first slower commit; Refused when there is none to find or a gate cannot say."""
     path = Path(args.thresholds) if args.thresholds else thresholds_mod.default_path()
@@ -279,8 +284,8 @@ def run(args: argparse.Namespace, bisection: Bisection) -> str:
     good, bad, commits = first_parent_range(Path(args.repo), args.good, args.bad)
     gates = math.ceil(math.log2(len(commits))) + 1
     progress(
-        f"{len(commits)} first-parent commits in {args.good}..{args.bad}: "
-        f"at most {gates} gates, reruns aside"
+        f"{counted(len(commits), 'first-parent commit')} in {args.good}..{args.bad}: "
+        f"at most {counted(gates, 'gate')}, reruns aside"
     )
     bisection.good = good
     if not bisection.step(bad).slower:
@@ -314,7 +319,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         code = exitcodes.TERMINATED if terminated() else exitcodes.INTERRUPTED
         why = "terminated" if terminated() else "interrupted"
     wall = time.perf_counter() - started
-    gates = f"{bisection.gates} gate{'' if bisection.gates == 1 else 's'} in {wall:.1f} s"
+    gates = f"{counted(bisection.gates, 'gate')} in {wall:.1f} s"
     if found:
         step = next(s for s in bisection.steps if s.commit == found)
         print(f"first slower commit: {found} {step.subject}")

@@ -130,6 +130,7 @@ class TestBisectRefuses:
         result = json.loads(out.read_text())
         assert result["first_slower"] is None and result["gates"] == 1
         assert result["steps"][0]["verdict"] != "slower"
+        assert "[bisect] 1 gate in " in done.stderr  # one, not "1 gates"
 
     def test_bad_thresholds_before_any_gate(self, repo):
         """A thresholds file every gate would refuse is one line and exit 2 before gate 1."""
