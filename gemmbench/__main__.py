@@ -106,7 +106,8 @@ def _null_for_closed_streams() -> None:
                 os.dup2(null, fd)
                 os.close(null)
             mode = "r" if fd == 0 else "w"
-            setattr(sys, name, open(fd, mode, encoding="utf-8", closefd=False))
+            stream = open(fd, mode, encoding="utf-8", errors="backslashreplace", closefd=False)
+            setattr(sys, name, stream)
 
 
 def _quiet_closed_stdout(name: str) -> None:

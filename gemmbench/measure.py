@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -265,19 +266,22 @@ def memory_problem(shapes, bench, held: int = 2) -> str | None:
     if need <= free:
         return None
     label = "x".join(map(str, shape))
+    outputs = f", {held} outputs held at once" if held > 2 else ""
     return (
         f"shape {label} needs about {gib(need)} of GPU memory (its operands and the check's "
-        f"float64 reference), and this GPU has {gib(free)} free of {gib(total)}; choose a "
-        "smaller shape or free the GPU"
+        f"float64 reference{outputs}), and this GPU has {gib(free)} free of {gib(total)}; "
+        "choose a smaller shape or free the GPU"
     )
 
 
 def _needed(bench, shape, held: int) -> int:
-    """``bench.bytes_needed`` at ``shape``, told ``held`` where the module takes it."""
+    """``bench.bytes_needed`` at ``shape``, told ``held`` where it takes it (a bench module's may
+    know shapes only)."""
     try:
-        return bench.bytes_needed(*shape, held=held)
-    except TypeError:  # a bench module whose bytes_needed knows shapes only
-        return bench.bytes_needed(*shape)
+        takes_held = "held" in inspect.signature(bench.bytes_needed).parameters
+    except (TypeError, ValueError):  # no signature to read: call it with the shape alone
+        takes_held = False
+    return bench.bytes_needed(*shape, held=held) if takes_held else bench.bytes_needed(*shape)
 
 
 @contextlib.contextmanager

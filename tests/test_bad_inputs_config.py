@@ -363,3 +363,26 @@ def test_sweep_counts_every_output_it_holds(monkeypatch, capsys):
     assert f"shape 20000x20000x20000 needs about {need} of GPU memory" in capsys.readouterr().err
     monkeypatch.setattr(report, "_report", lambda *a: exitcodes.OK)
     assert report.main(["20000"]) == exitcodes.OK  # one variant at a time: it fits
+
+
+def test_bench_module_whose_estimate_knows_shapes_only(monkeypatch):
+    """A bench module's own ``bytes_needed(m, n, k)``, without ``held``, is still asked (and a
+    TypeError inside one that takes ``held`` is not mistaken for that)."""
+    cupy = pytest.importorskip("cupy")
+    monkeypatch.setattr(cupy.cuda, "runtime", FakeCupyRuntime(1000))
+
+    class ShapesOnly:
+        @staticmethod
+        def bytes_needed(m, n, k):
+            return m * n * k
+
+    assert measure.memory_problem([(10, 10, 10)], ShapesOnly, held=3) is None
+    assert "needs about" in measure.memory_problem([(10, 10, 11)], ShapesOnly, held=3)
+
+    class Broken:
+        @staticmethod
+        def bytes_needed(m, n, k, held=2):
+            raise TypeError("a bug in the estimate")
+
+    with pytest.raises(TypeError, match="a bug in the estimate"):
+        measure.memory_problem([(10, 10, 10)], Broken, held=3)
