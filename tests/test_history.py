@@ -154,14 +154,33 @@ def register_machine(root: Path, repo: Path) -> dict:
     home = root / "home"
     home.mkdir()
     env = dict(os.environ, HOME=str(home), PYTHONPATH=str(REPO_ROOT))
+    record_asv_machine(repo, env, MACHINE)
+    return env
+
+
+def check_and_publish(repo: Path, env: dict, machine: str) -> None:
+    """`gemmbench check-results` passes on MACHINE's stored results, then `asv publish` runs."""
+    check = run_in(
+        repo,
+        env,
+        [sys.executable, "-m", "gemmbench", "check-results", "--machine", machine],
+        timeout=120,
+    )
+    assert check.returncode == 0, check.stdout + check.stderr
     subprocess.run(
-        [sys.executable, "-m", "asv", "machine", "--machine", MACHINE, "--yes"],
+        [sys.executable, "-m", "asv", "publish"], cwd=repo, env=env, check=True, capture_output=True
+    )
+
+
+def record_asv_machine(repo: Path, env: dict, machine: str) -> None:
+    """`asv machine --machine MACHINE --yes`, run in REPO with ENV (whose HOME gets the file)."""
+    subprocess.run(
+        [sys.executable, "-m", "asv", "machine", "--machine", machine, "--yes"],
         cwd=repo,
         env=env,
         check=True,
         capture_output=True,
     )
-    return env
 
 
 @pytest.fixture(scope="module")
@@ -327,20 +346,7 @@ class TestOfflineHistory:
         assert again.returncode == 0 and again.stdout.count("already stored, skipped") == 4
 
         # 5. Stored results are valid, and publish lists the 4x slower commit as a regression.
-        check = run_in(
-            repo,
-            env,
-            [sys.executable, "-m", "gemmbench", "check-results", "--machine", MACHINE],
-            timeout=120,
-        )
-        assert check.returncode == 0, check.stderr
-        subprocess.run(
-            [sys.executable, "-m", "asv", "publish"],
-            cwd=repo,
-            env=env,
-            check=True,
-            capture_output=True,
-        )
+        check_and_publish(repo, env, MACHINE)
         regressions = json.loads((repo / ".asv" / "html" / "regressions.json").read_text())
         names = {entry[0]: entry for entry in regressions["regressions"]}
         assert "bench_tiny.time_work" in names

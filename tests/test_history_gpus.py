@@ -7,13 +7,20 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 
 import pytest
 from fake_gpus import UUIDS as FAKE_UUIDS
 from fake_gpus import install_smi
-from test_history import PAUSED_MARKER, REPO_ROOT, interrupt_history, make_project, run_in
+from test_history import (
+    PAUSED_MARKER,
+    REPO_ROOT,
+    check_and_publish,
+    interrupt_history,
+    make_project,
+    record_asv_machine,
+    run_in,
+)
 
 from gemmbench import history, history_run, results, shard
 
@@ -64,13 +71,7 @@ def sharded(tmp_path_factory):
         PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
     )
     env.pop("CUDA_VISIBLE_DEVICES", None)
-    subprocess.run(
-        [sys.executable, "-m", "asv", "machine", "--machine", SHARDED_MACHINE, "--yes"],
-        cwd=repo,
-        env=env,
-        check=True,
-        capture_output=True,
-    )
+    record_asv_machine(repo, env, SHARDED_MACHINE)
     # What `gemmbench machine --gpus all` adds to asv's record (tests/test_machine.py runs it).
     machine_file = home / ".asv-machine.json"
     records = json.loads(machine_file.read_text())
@@ -154,19 +155,6 @@ class TestHistoryOnSeveralGpus:
         assert again.returncode == 0 and again.stdout.count("already stored, skipped") == 2
         assert shard.load_homes(results_dir, SHARDED_MACHINE) == homes
 
-        check = run_in(
-            repo,
-            env,
-            [sys.executable, "-m", "gemmbench", "check-results", "--machine", SHARDED_MACHINE],
-            timeout=120,
-        )
-        assert check.returncode == 0, check.stdout + check.stderr
-        subprocess.run(
-            [sys.executable, "-m", "asv", "publish"],
-            cwd=repo,
-            env=env,
-            check=True,
-            capture_output=True,
-        )
+        check_and_publish(repo, env, SHARDED_MACHINE)
         graphs = list((repo / ".asv" / "html" / "graphs").rglob("bench_tiny.track_device.json"))
         assert graphs and all(len(json.loads(g.read_text())) == 2 for g in graphs)
