@@ -266,7 +266,7 @@ def main(argv: list[str] | None = None) -> int:
     if why := _no_device():
         print(f"gemmbench report: no usable NVIDIA GPU: {why}", file=sys.stderr)
         return exitcodes.INFRASTRUCTURE
-    held = sweep.held(args, config) if args.sweep else 2  # variants prepared at once
+    held = sweep.held(sweep.columns_of(args, config)) if args.sweep else 2  # prepared at once
     if why := measure.memory_problem(args.shapes, bench, held):  # before anything is compiled
         print(f"gemmbench report: {why}", file=sys.stderr)
         return exitcodes.USAGE

@@ -113,10 +113,15 @@ def columns_for(
     return [(name, mode) for name in others for mode in modes[name]]
 
 
-def held(args, config: config_mod.Config) -> int:
-    """How many prepared variants a sweep holds at once: the baseline and every column."""
+def columns_of(args, config: config_mod.Config) -> list[tuple[str, str | None]]:
+    """The (variant, mode) pairs a sweep with these arguments times beside the baseline."""
     modes = modes_of(config, args.variants)
-    return 1 + len(columns_for(args.variants, config.baseline, modes, args.variants_named))
+    return columns_for(args.variants, config.baseline, modes, args.variants_named)
+
+
+def held(columns) -> int:
+    """How many prepared variants a sweep holds at once: the baseline and every column."""
+    return 1 + len(columns)
 
 
 def from_table(source: str | None) -> bool:
@@ -297,7 +302,7 @@ def run(
     for index, shape in enumerate(shapes, 1):
         label = config_mod.shape_label(shape)
         print(f"[{index}/{len(shapes)}] {label} ...", file=progress, flush=True)
-        with measure.memory_named(shape, bench, held=1 + len(columns)):
+        with measure.memory_named(shape, bench, held=held(columns)):
             mine = measure_shape(
                 shape, baseline, columns, bench=bench, timer=timer, repeat=repeat, warmup=warmup
             )
@@ -313,8 +318,7 @@ def main(
 ) -> int:
     """`report --sweep` once the arguments, the output path and the GPU are known to be good."""
     baseline = config.baseline
-    modes = modes_of(config, args.variants)
-    columns = columns_for(args.variants, baseline, modes, args.variants_named)
+    columns = columns_of(args, config)
     bench = config.bench_module() if bench is None else bench
     described = device()
     print(

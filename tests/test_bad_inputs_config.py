@@ -352,7 +352,8 @@ def test_sweep_counts_every_output_it_holds(monkeypatch, capsys):
     allocation, with what the sweep needs."""
     cupy = pytest.importorskip("cupy")
     shape = (20000, 20000, 20000)
-    held = sweep.held(report.parse_args(["--sweep", "20000"], list(VARIANTS)), config.load())
+    args = report.parse_args(["--sweep", "20000"], list(VARIANTS))
+    held = sweep.held(sweep.columns_of(args, config.load()))
     assert held > 2  # cuBLAS and the dispatching variant with its table and without
     free = (measure.bytes_needed(*shape) + measure.bytes_needed(*shape, held=held)) // 2
     monkeypatch.setattr(report, "_no_device", lambda: None)
