@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 
-def replace_file(path: str | os.PathLike, data: str | bytes) -> None:
+def replace_file(path: str | os.PathLike, data: str | bytes, *, follow_links: bool = True) -> None:
     """Write ``data`` (text as UTF-8) to a new file beside ``path``, then rename it over ``path``.
 
     The rename is atomic, so an interrupt or a full disk leaves the previous file as it was and
@@ -20,12 +20,16 @@ def replace_file(path: str | os.PathLike, data: str | bytes) -> None:
     Written in place instead: this process's own stdout or stderr (``--json /dev/stdout``, at
     the stream's position), a pipe or a device (nothing can be renamed over them), and a file in
     a folder this user may not add to.
+
+    ``follow_links=False`` (the gate's judge, writing where measured code could reach): whatever
+    is at ``path``, a link or a pipe included, is renamed over, never followed or written through.
     """
     raw = data.encode("utf-8") if isinstance(data, str) else data
-    try:
-        found = os.stat(path)
-    except OSError:  # not there yet (or not reachable, which open will say)
-        found = None
+    if not follow_links:
+        found = _stat(path, os.lstat)
+        _rename_over(Path(path), raw, found if found and stat.S_ISREG(found.st_mode) else None)
+        return
+    found = _stat(path, os.stat)
     if found is not None and (stream := _standard_stream(found)) is not None:
         stream.flush()  # what the command printed before stays before
         _write_all(stream.fileno(), raw)
@@ -36,16 +40,27 @@ def replace_file(path: str | os.PathLike, data: str | bytes) -> None:
         return
     target = Path(os.path.realpath(path))
     try:
-        handle, partial = _new_file_beside(target)
+        _rename_over(target, raw, found)
     except PermissionError:  # a folder this user may not add to, though the file may be writable
         with open(target, "wb") as out:
             out.write(raw)
-        return
+
+
+def _stat(path, how) -> os.stat_result | None:
+    try:
+        return how(path)
+    except OSError:  # not there yet (or not reachable, which open will say)
+        return None
+
+
+def _rename_over(target: Path, raw: bytes, old: os.stat_result | None) -> None:
+    """``raw`` into a new file beside ``target`` (with ``old``'s mode), renamed over it."""
+    handle, partial = _new_file_beside(target)
     try:
         with os.fdopen(handle, "wb") as out:
             out.write(raw)
-        if found is not None:
-            os.chmod(partial, stat.S_IMODE(found.st_mode))
+        if old is not None:
+            os.chmod(partial, stat.S_IMODE(old.st_mode))
         os.replace(partial, target)
     except BaseException:
         with contextlib.suppress(OSError):

@@ -297,6 +297,39 @@ def test_leftover_daemon_cannot_rewrite_outputs(repo):
     repo.assert_clean()
 
 
+# Swap both outputs for links, to a file the judge should never write (the JSON) and to a path
+# that does not exist yet (the summary: a dangling link reads as "not there", as before the run).
+LINK_OUTPUTS = """
+import os as _os
+
+for _out, _victim in (({json_file!r}, {victim!r}), ({md_file!r}, {planted!r})):
+    if _os.path.lexists(_out):
+        _os.unlink(_out)
+    _os.symlink(_victim, _out)
+"""
+
+
+def test_outputs_swapped_for_links_are_not_followed(repo):
+    """Head replaces the JSON and the summary with links: the judge renames its files over the
+    links and writes nothing where they point, and the swap refuses the head."""
+    victim, planted = repo.tmp / "victim.txt", repo.tmp / "planted.md"
+    victim.write_text("not the gate's\n")
+    hostile = LINK_OUTPUTS.format(
+        json_file=str(repo.tmp / "gate.json"),
+        md_file=str(repo.tmp / "summary.md"),
+        victim=str(victim),
+        planted=str(planted),
+    )
+    code, output, result = gate_on(repo, hostile)
+    assert code == 1, output
+    assert victim.read_text() == "not the gate's\n" and not planted.exists()
+    for name in ("gate.json", "summary.md"):
+        assert not (repo.tmp / name).is_symlink()
+    assert json.loads((repo.tmp / "gate.json").read_text()) == result
+    assert "❌ regression" in (repo.tmp / "summary.md").read_text()
+    repo.assert_clean()
+
+
 def test_judge_and_workers_can_be_made_not_dumpable():
     """`not_dumpable` clears the dumpable flag (what keeps other processes of the same user from
     ptrace and /proc/PID/fd); `adopt_orphans` makes the caller a subreaper. Run in a child, since

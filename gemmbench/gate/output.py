@@ -197,12 +197,17 @@ class OutputFiles:
         return [str(p) for p, data in self._before.items() if _read(p) != data]
 
     def write(self, markdown: str, document: dict) -> None:
+        # What each path was is judged from before the measured code ran: a terminal or a pipe
+        # then is written through; a file is renamed over, whatever is there now (a link or a
+        # pipe the measured code left) is never followed or written through.
         if self.markdown is not None:
-            if _special(self.markdown):
+            if self.markdown not in self._before:  # a terminal or a pipe from the start
                 with open(self.markdown, "a", encoding="utf-8") as handle:
                     handle.write(markdown)
             else:
                 before = self._before[self.markdown] or b""
-                replace_file(self.markdown, before + markdown.encode("utf-8"))
+                summary = before + markdown.encode("utf-8")
+                replace_file(self.markdown, summary, follow_links=False)
         if self.json is not None:
-            replace_file(self.json, json.dumps(document, indent=1) + "\n")
+            text = json.dumps(document, indent=1) + "\n"
+            replace_file(self.json, text, follow_links=self.json not in self._before)
