@@ -330,6 +330,40 @@ def test_outputs_swapped_for_links_are_not_followed(repo):
     repo.assert_clean()
 
 
+# Swap the JSON for a named pipe, which an ordinary read would wait on for good, and the summary
+# for a folder, which cannot be renamed over. Head is otherwise base: only the swap can refuse it.
+PIPE_AND_FOLDER_OUTPUTS = """
+import os as _os
+
+for _out in ({json_file!r}, {md_file!r}):
+    if _os.path.lexists(_out):
+        _os.unlink(_out)
+_os.mkfifo({json_file!r})
+_os.mkdir({md_file!r})
+"""
+
+
+def test_outputs_swapped_for_a_pipe_or_a_folder_refuse_the_head(repo):
+    """Head leaves a named pipe at the JSON's path and a folder at the summary's: the judge's
+    check of its outputs neither waits on the pipe nor fails on the folder; the swap refuses an
+    otherwise unchanged head (exit 1), and the JSON is written over the pipe."""
+    base = repo.git("rev-parse", "HEAD")
+    hostile = PIPE_AND_FOLDER_OUTPUTS.format(
+        json_file=str(repo.tmp / "gate.json"), md_file=str(repo.tmp / "summary.md")
+    )
+    head = repo.commit("same speed, swapping the outputs", MEASURED + textwrap.dedent(hostile))
+    done = repo.run_gate(base, head)  # within run_gate's timeout: a read of the pipe never ends
+    output = done.stdout + done.stderr
+    assert done.returncode == 1, output
+    result = json.loads((repo.tmp / "gate.json").read_text())
+    assert result["status"] == "regression" and verdicts(result)["(outputs)"] == "refused on head"
+    reason = result["reasons"][0]
+    assert str(repo.tmp / "gate.json") in reason and str(repo.tmp / "summary.md") in reason
+    assert (repo.tmp / "summary.md").is_dir() and "cannot write the summary" in output
+    assert done.stdout.startswith("### ") and "❌ regression" in done.stdout
+    repo.assert_clean()
+
+
 def test_judge_and_workers_can_be_made_not_dumpable():
     """`not_dumpable` clears the dumpable flag (what keeps other processes of the same user from
     ptrace and /proc/PID/fd); `adopt_orphans` makes the caller a subreaper. Run in a child, since

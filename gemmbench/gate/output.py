@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import stat
 from pathlib import Path
 
 from ..files import replace_file
@@ -165,11 +167,25 @@ def report_json(report: Report) -> dict:
     }
 
 
-def _read(path: Path) -> bytes | None:
+def _snapshot(path: Path) -> bytes | tuple | None:
+    """What is at ``path``: a plain file's bytes, None where nothing is, else what it is (a link
+    and its target, or the kind and identity of a pipe or folder). Never follows a link and never
+    waits: a pipe the measured code left there would block an ordinary read for good."""
     try:
-        return path.read_bytes()
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
         return None
+    except OSError:  # ELOOP: a link (or another error: it is no file the judge wrote)
+        try:
+            return ("link", os.readlink(path))
+        except OSError as exc:
+            return ("unreadable", exc.errno)
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        return ("special", stat.S_IFMT(info.st_mode), info.st_dev, info.st_ino)
+    with os.fdopen(fd, "rb") as handle:
+        return handle.read()
 
 
 def _special(path: Path) -> bool:
@@ -190,24 +206,37 @@ class OutputFiles:
         self.json = Path(json_path) if json_path else None
         self.markdown = Path(markdown_path) if markdown_path else None
         self._before = {
-            p: _read(p) for p in (self.json, self.markdown) if p is not None and not _special(p)
+            p: _snapshot(p) for p in (self.json, self.markdown) if p is not None and not _special(p)
         }
+        # The summary is appended to what the file held (read through a link the user gave).
+        self._summary_before = b""
+        if self.markdown in self._before and self.markdown.is_file():
+            self._summary_before = self.markdown.read_bytes()
 
     def tampered(self) -> list[str]:
-        return [str(p) for p, data in self._before.items() if _read(p) != data]
+        return [str(p) for p, data in self._before.items() if _snapshot(p) != data]
 
     def write(self, markdown: str, document: dict) -> None:
+        """Write both files; an OSError for one (raised after) does not keep the other unwritten."""
         # What each path was is judged from before the measured code ran: a terminal or a pipe
         # then is written through; a file is renamed over, whatever is there now (a link or a
         # pipe the measured code left) is never followed or written through.
+        failures = []
         if self.markdown is not None:
-            if self.markdown not in self._before:  # a terminal or a pipe from the start
-                with open(self.markdown, "a", encoding="utf-8") as handle:
-                    handle.write(markdown)
-            else:
-                before = self._before[self.markdown] or b""
-                summary = before + markdown.encode("utf-8")
-                replace_file(self.markdown, summary, follow_links=False)
+            try:
+                if self.markdown not in self._before:  # a terminal or a pipe from the start
+                    with open(self.markdown, "a", encoding="utf-8") as handle:
+                        handle.write(markdown)
+                else:
+                    summary = self._summary_before + markdown.encode("utf-8")
+                    replace_file(self.markdown, summary, follow_links=False)
+            except OSError as exc:
+                failures.append(exc)
         if self.json is not None:
             text = json.dumps(document, indent=1) + "\n"
-            replace_file(self.json, text, follow_links=self.json not in self._before)
+            try:
+                replace_file(self.json, text, follow_links=self.json not in self._before)
+            except OSError as exc:
+                failures.append(exc)
+        if failures:
+            raise failures[0]
