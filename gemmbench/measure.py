@@ -70,9 +70,9 @@ def error_bound(k: int) -> float:
     return max(8.0 * math.sqrt(k) * UNIT_ROUNDOFF, 1e-6)
 
 
-@functools.lru_cache(maxsize=2)
+@functools.lru_cache(maxsize=1)
 def inputs(m: int, n: int, k: int) -> tuple[object, object]:
-    """Seeded uniform(-1, 1) float32 A (m×k) and B (k×n); cached for the last two shapes."""
+    """Seeded uniform(-1, 1) float32 A (m×k) and B (k×n); cached for the last shape."""
     import cupy
 
     rng = cupy.random.default_rng(SEED)
@@ -89,6 +89,19 @@ def reference(m: int, n: int, k: int):
     a, b = inputs(m, n, k)
     c = cupy.matmul(a.astype(cupy.float64), b.astype(cupy.float64))
     return c, float(cupy.linalg.norm(c))
+
+
+def forget_other_shapes(m: int, n: int, k: int) -> None:
+    """Drop the cached inputs and reference of the shape prepared last when it is another: else
+    they stay alive while this shape's are made, which :func:`bytes_needed` does not count."""
+    if _last_shape[0] != (m, n, k):
+        for cached in _SHAPE_CACHES:
+            cached.cache_clear()
+        _last_shape[0] = (m, n, k)
+
+
+_last_shape: list[tuple[int, int, int] | None] = [None]
+_SHAPE_CACHES = (inputs, reference)
 
 
 def relative_error(c, m: int, n: int, k: int) -> float:
@@ -174,6 +187,7 @@ def prepare(
         options = {**options, "config": choice.config, "splits": choice.splits}
     if isinstance(placements, bool) or not isinstance(placements, int) or placements < 1:
         raise ValueError(f"placements must be a positive int, got {placements!r}")
+    forget_other_shapes(m, n, k)
     a, b = inputs(m, n, k)
     history_phases.mark("inputs")  # a history process's phase line (a no-op's cost elsewhere)
     bound = error_bound(k)

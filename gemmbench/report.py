@@ -158,6 +158,7 @@ def run(
     timer = measure.new_timer()
     for shape in shapes:
         label = config_mod.shape_label(shape)
+        prepared = None  # the previous shape's last variant, its inputs and output, let go
         for name in variants:
             done += 1
             print(f"[{done}/{total}] {label} {name} ...", file=progress, flush=True)

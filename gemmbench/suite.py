@@ -194,13 +194,13 @@ def measure_in_process(pairs: list[tuple]) -> dict:
         variants = [v for v in VARIANT_NAMES if (v, label) in pairs]
         if not variants:
             continue
-        baseline, baseline_error = None, None
+        # The previous shape's arrays are let go before this shape's are made.
+        baseline, baseline_error, launches = None, None, {}
         if BASELINE is not None:
             try:
                 baseline = prepare(BASELINE, label)
             except Exception as exc:
                 baseline_error = pooling.one_line(exc)
-        launches = {}
         for variant in variants:
             try:
                 launches[variant] = prepare(variant, label)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import math
 import re
 import subprocess
@@ -98,6 +100,33 @@ class TestReportArguments:
         assert code == exitcodes.USAGE
         assert "cannot write --json" in capsys.readouterr().err
 
+    def test_a_shape_is_prepared_with_no_other_shape_alive(self, monkeypatch):
+        """The report lets the previous shape's last variant go before the next shape's first is
+        prepared: its memory check counts one shape (and two variants of it) at a time."""
+        import weakref
+
+        alive = weakref.WeakSet()
+
+        class Prepared:
+            def __init__(self, shape):
+                self.shape, self.error, self.bound, self.flops = shape, 0.0, 1.0, 1
+                self.launch = None
+
+        class Bench:
+            @staticmethod
+            def prepare(variant, *shape, raise_if_wrong=True):
+                assert {p.shape for p in alive} <= {shape}, "another shape is still held"
+                prepared = Prepared(shape)
+                alive.add(prepared)
+                return prepared
+
+        monkeypatch.setattr(measure, "memory_named", lambda *a, **k: contextlib.nullcontext())
+        monkeypatch.setattr(measure, "new_timer", lambda *a, **k: None)
+        monkeypatch.setattr(measure, "device_times", lambda launch, **k: [1e-3])
+        shapes = [(256, 256, 256), (512, 512, 512), (256, 512, 1024)]
+        records = report.run(shapes, VARIANTS, 1, 0, io.StringIO(), bench=Bench)
+        assert len(records) == len(shapes) * len(VARIANTS)
+
     def test_writable_json_leaves_no_file(self, tmp_path):
         """Checking a new path creates nothing."""
         assert cli.cannot_write(str(tmp_path / "r.json"), "--json") is None
@@ -139,6 +168,30 @@ class TestOnGpu:
         assert a is not a2 and bool((a == a2).all()) and bool((b == b2).all())
         assert float(abs(a).min()) >= 0 and float(abs(a).max()) > 0.5
         assert a.shape == (64, 48) and b.shape == (48, 32) and str(a.dtype) == "float32"
+
+    def test_a_new_shape_lets_go_of_the_last_shapes_arrays(self):
+        """Preparing a shape first drops the previous shape's cached inputs and float64
+        reference: while it is prepared, the pool holds about one shape's bytes_needed, not the
+        previous shape's 64 MiB as well."""
+        import cupy
+
+        pool = cupy.get_default_memory_pool()
+        measure.inputs.cache_clear()
+        measure.reference.cache_clear()
+        floor = pool.used_bytes()
+        measure.prepare("cublas", 2048, 2048, 2048)  # its result is let go at once
+        peak = [0]
+
+        class Peak(cupy.cuda.MemoryHook):
+            name = "peak"
+
+            def malloc_postprocess(self, **kwargs):
+                peak[0] = max(peak[0], pool.used_bytes())
+
+        with Peak():
+            prepared = measure.prepare("cublas", 256, 256, 256)
+        assert prepared.error <= prepared.bound
+        assert peak[0] - floor <= measure.bytes_needed(256, 256, 256, held=1) + 2**20
 
     @pytest.mark.parametrize("variant", VARIANTS)
     def test_right_variants_pass(self, variant):
