@@ -171,15 +171,15 @@ class TestOnGpu:
 
     def test_a_new_shape_lets_go_of_the_last_shapes_arrays(self):
         """Preparing a shape first drops the previous shape's cached inputs and float64
-        reference: while it is prepared, the pool holds about one shape's bytes_needed, not the
-        previous shape's 64 MiB as well."""
+        reference: while a small shape is prepared after 4096³, the pool holds about the small
+        shape's bytes_needed, not 4096³'s 256 MiB of inputs and reference as well."""
         import cupy
 
         pool = cupy.get_default_memory_pool()
         measure.inputs.cache_clear()
         measure.reference.cache_clear()
         floor = pool.used_bytes()
-        measure.prepare("cublas", 2048, 2048, 2048)  # its result is let go at once
+        measure.prepare("cublas", 4096, 4096, 4096)  # its result is let go at once
         peak = [0]
 
         class Peak(cupy.cuda.MemoryHook):
@@ -191,7 +191,8 @@ class TestOnGpu:
         with Peak():
             prepared = measure.prepare("cublas", 256, 256, 256)
         assert prepared.error <= prepared.bound
-        assert peak[0] - floor <= measure.bytes_needed(256, 256, 256, held=1) + 2**20
+        # The slack: the random generator's state while the inputs are drawn (14 MiB on an H200).
+        assert peak[0] - floor <= measure.bytes_needed(256, 256, 256, held=1) + 32 * 2**20
 
     @pytest.mark.parametrize("variant", VARIANTS)
     def test_right_variants_pass(self, variant):
