@@ -184,7 +184,11 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     p.add_argument(
         "--thresholds", help="thresholds file to read and write (default: the harness's)"
     )
-    p.add_argument("--cases", help="comma-separated benchmarks (default: [gate] cases)")
+    p.add_argument(
+        "--cases",
+        type=gate_api.case_names,
+        help="comma-separated benchmarks (default: [gate] cases)",
+    )
     p.add_argument("--cases-from", default=gate_api.DEFAULT_PROVIDER, metavar="MODULE:FUNCTION")
     p.add_argument(
         "--rounds",
@@ -215,7 +219,6 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
 
 def one_run(args: argparse.Namespace, path: Path) -> gate_api.Report:
     """One A/A gate run, in this process, through the gate's public ``gate_api.run_gate``."""
-    cases = [n.strip() for n in args.cases.split(",") if n.strip()] if args.cases else None
     options = gate_api.GateOptions(
         base=args.rev,
         head=args.rev,
@@ -223,7 +226,7 @@ def one_run(args: argparse.Namespace, path: Path) -> gate_api.Report:
         thresholds=str(path),
         rounds=args.rounds,
         samples=args.samples,
-        cases=cases,
+        cases=args.cases,
         cases_from=args.cases_from,
         same_allowed=True,  # A/A: the same commit on both sides, on purpose
         working_tree=False,

@@ -80,6 +80,25 @@ class TestCases:
         done = repo.run_gate(base, docs_commit(repo), "--cases", "hash,nope")
         assert done.returncode == 2 and "nope" in one_line(done)
 
+    @pytest.mark.parametrize("command", ["gate", "calibrate"])
+    def test_case_named_twice_is_usage(self, repo, command):
+        """--cases naming a benchmark twice is refused in one line before any checkout: each
+        mention added its own rounds to the one benchmark, so its p value came out far too small."""
+        base = repo.git("rev-parse", "HEAD")
+        extra = ("--cases", "hash, steady,hash")
+        if command == "gate":
+            done = repo.run_gate(base, docs_commit(repo), *extra)
+        else:
+            done = subprocess.run(
+                [sys.executable, "-m", "gemmbench", "calibrate", "--repo", str(repo.path),
+                 "--thresholds", str(repo.thresholds), "--cases-from", "benchcases:cases",
+                 "--runs", "2", "--dry-run", *extra],
+                cwd=HARNESS_ROOT, env=repo.env, capture_output=True, text=True, timeout=60,
+            )  # fmt: skip
+        assert done.returncode == 2
+        assert "--cases: names hash more than once" in one_line(done)
+        assert not (repo.tmp / "gate.json").exists()
+
     @pytest.mark.parametrize(
         "junk",
         [

@@ -17,6 +17,7 @@ from .options import (
     GateOptions,
     bounded_float,
     bounded_int,
+    case_names,
 )
 from .run import progress, run_gate
 
@@ -33,6 +34,7 @@ __all__ = [
     "Report",
     "bounded_float",
     "bounded_int",
+    "case_names",
     "main",
     "only_uncertain",
     "parse_args",

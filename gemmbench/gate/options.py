@@ -87,11 +87,19 @@ def bounded_float(low: float, high: float):
 
 
 def case_names(text: str) -> list[str]:
-    """--cases: comma-separated names; an empty list is refused, not taken as the default."""
+    """--cases: comma-separated names; an empty list is refused, not taken as the default, and
+    so is a repeated name, whose each mention would add its rounds to the same benchmark."""
     names = [n.strip() for n in text.split(",") if n.strip()]
     if not names:
         raise argparse.ArgumentTypeError("names no benchmark")
+    if repeated := repeated_names(names):
+        raise argparse.ArgumentTypeError(f"names {', '.join(repeated)} more than once")
     return names
+
+
+def repeated_names(names: list[str]) -> list[str]:
+    """The names that ``names`` holds more than once, each once, in order."""
+    return list(dict.fromkeys(n for i, n in enumerate(names) if n in names[:i]))
 
 
 def apply_overrides(
