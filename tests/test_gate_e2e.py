@@ -284,7 +284,7 @@ class TestGateEndToEnd:
         proc.send_signal(signum)
         assert proc.wait(timeout=30) == code
         result = json.loads((repo.tmp / "gate.json").read_text())
-        assert result["status"] == "interrupted"
+        assert result["status"] == "interrupted" and result["exit_code"] == code
         for worker in result["workers"].values():
             with pytest.raises(ProcessLookupError):
                 os.kill(worker["pid"], 0)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 
@@ -149,4 +150,6 @@ class TestSpreadEndToEnd:
         proc = start_measuring(repo, command, gates=2)  # both GPUs' gates are measuring
         proc.send_signal(signum)
         assert proc.wait(timeout=60) == code
+        result = json.loads((repo.tmp / "gate.json").read_text())
+        assert {result["exit_code"]} | {share["exit_code"] for share in result["gpus"]} == {code}
         repo.assert_clean()

@@ -162,7 +162,9 @@ def _single(options: GateOptions, outputs: OutputFiles) -> int:
         print(usage_line(f"infrastructure failure: {report.reasons[0]}"), file=sys.stderr)
     else:
         progress(f"{report.status} (exit {code}) in {report.meta['wall_s']:.1f} s")
-    _write(outputs, render_markdown(report), report_json(report))
+    document = report_json(report)
+    document["exit_code"] = code  # SIGTERM's 143: the report, interrupted, says 130
+    _write(outputs, render_markdown(report), document)
     return code
 
 

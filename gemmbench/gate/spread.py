@@ -83,6 +83,8 @@ class SpreadResult:
         for share in self.shares:
             doc = report_json(share.report)
             doc.update(gpu_uuid=share.uuid, gpu_index=share.index, cases_given=share.cases)
+            if self.signal and share.report.status == INTERRUPTED:
+                doc["exit_code"] = self.exit_code  # stopped by this signal: SIGTERM's is 143
             out.append(doc)
         return out
 
