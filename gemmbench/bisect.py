@@ -25,7 +25,7 @@ from pathlib import Path
 
 from . import exitcodes, files
 from . import thresholds as thresholds_mod
-from .cli import OneLineErrorParser, cannot_write, terminated
+from .cli import OneLineErrorParser, cannot_write, output_file, terminated
 from .gate import (
     DEFAULT_PROVIDER,
     HEAD_AT_FAULT,
@@ -107,7 +107,9 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         type=bounded_int(1, MAX_SAMPLES),
         help=f"timed launches per round, at most {MAX_SAMPLES} (default from thresholds)",
     )
-    parser.add_argument("--json", metavar="PATH", help="write the steps and the result here")
+    parser.add_argument(
+        "--json", type=output_file, metavar="PATH", help="write the steps and the result here"
+    )
     parser.add_argument(
         "--gpus",
         choices=["one"],

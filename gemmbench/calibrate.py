@@ -26,7 +26,7 @@ from pathlib import Path
 from . import exitcodes, files
 from . import gate as gate_api
 from . import thresholds as thresholds_mod
-from .cli import OneLineErrorParser, cannot_write
+from .cli import OneLineErrorParser, cannot_write, output_file
 from .gate.decision import INCONCLUSIVE, INFRA, INTERRUPTED, PASS, REGRESSION, USAGE
 from .stats import smallest_p
 
@@ -210,7 +210,12 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     p.add_argument(
         "--dry-run", action="store_true", help="report, but do not write thresholds.toml"
     )
-    p.add_argument("--json", metavar="PATH", help="write every run's figures and the result here")
+    p.add_argument(
+        "--json",
+        type=output_file,
+        metavar="PATH",
+        help="write every run's figures and the result here",
+    )
     args = p.parse_args(argv)
     if args.runs < 2:
         p.error("--runs must be at least 2: one A/A run shows nothing about its spread")

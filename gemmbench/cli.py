@@ -37,6 +37,13 @@ def bad_machine_name(name: str, option: str = "--machine") -> str | None:
     return f"{option} {name!r} is not a plain folder name; {MACHINE_NAME_RULE}"
 
 
+def output_file(text: str) -> str:
+    """An argparse type for a file to write: an empty name is refused, not taken as no file."""
+    if not text:
+        raise argparse.ArgumentTypeError("needs a file name, not an empty one")
+    return text
+
+
 def cannot_write(path: str | Path, option: str) -> str | None:
     """Why ``path`` cannot be written (None if it can), found by opening it, before any GPU work.
 

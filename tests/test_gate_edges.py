@@ -31,6 +31,15 @@ def one_line(done: subprocess.CompletedProcess) -> str:
     return lines[0]
 
 
+def gemmbench(repo: Repo, command: str, *argv: str) -> subprocess.CompletedProcess:
+    """``python -m gemmbench COMMAND`` on this repository with its CPU cases and thresholds."""
+    return subprocess.run(
+        [sys.executable, "-m", "gemmbench", command, "--repo", str(repo.path),
+         "--thresholds", str(repo.thresholds), "--cases-from", "benchcases:cases", *argv],
+        cwd=HARNESS_ROOT, env=repo.env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+
+
 class TestBounds:
     """Every option that sizes a run is bounded, and refused at once when out of bounds."""
 
@@ -70,6 +79,24 @@ class TestBounds:
         )  # fmt: skip
         assert done.returncode == 2 and option in one_line(done)
 
+    @pytest.mark.parametrize(
+        ("command", "option"),
+        [("gate", "--json"), ("gate", "--markdown"), ("calibrate", "--json"), ("bisect", "--json")],
+    )
+    def test_empty_output_path_is_usage(self, repo, command, option):
+        """An empty output path is refused in one line before any work, as report refuses it:
+        taken as no file, the run wrote nothing and said nothing of it."""
+        base = repo.git("rev-parse", "HEAD")
+        head = docs_commit(repo)
+        argv = {
+            "gate": ["--base", base, "--head", head],
+            "calibrate": ["--runs", "2", "--dry-run"],
+            "bisect": [base, head, "--bench", "hash"],
+        }[command]
+        done = gemmbench(repo, command, *argv, option, "")
+        assert done.returncode == 2
+        assert f"argument {option}: needs a file name, not an empty one" in one_line(done)
+
 
 class TestCases:
     """Unknown benchmark names and junk providers are usage errors (2), not infrastructure (4)."""
@@ -89,12 +116,7 @@ class TestCases:
         if command == "gate":
             done = repo.run_gate(base, docs_commit(repo), *extra)
         else:
-            done = subprocess.run(
-                [sys.executable, "-m", "gemmbench", "calibrate", "--repo", str(repo.path),
-                 "--thresholds", str(repo.thresholds), "--cases-from", "benchcases:cases",
-                 "--runs", "2", "--dry-run", *extra],
-                cwd=HARNESS_ROOT, env=repo.env, capture_output=True, text=True, timeout=60,
-            )  # fmt: skip
+            done = gemmbench(repo, "calibrate", "--runs", "2", "--dry-run", *extra)
         assert done.returncode == 2
         assert "--cases: names hash more than once" in one_line(done)
         assert not (repo.tmp / "gate.json").exists()

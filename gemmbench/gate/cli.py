@@ -23,7 +23,7 @@ from pathlib import Path
 from .. import exitcodes
 from .. import machine as gpu_machine
 from .. import thresholds as thresholds_mod
-from ..cli import OneLineErrorParser, cannot_write
+from ..cli import OneLineErrorParser, cannot_write, output_file
 from ..git import GitNotFound
 from .decision import FORGED, INFRA, REGRESSION, USAGE, Comparison, Report
 from .options import (
@@ -73,9 +73,14 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         help="thresholds file (default: the running harness's thresholds.toml, not --repo's)",
     )
     parser.add_argument(
-        "--markdown", metavar="PATH", help='append the summary here, e.g. "$GITHUB_STEP_SUMMARY"'
+        "--markdown",
+        type=output_file,
+        metavar="PATH",
+        help='append the summary here, e.g. "$GITHUB_STEP_SUMMARY"',
     )
-    parser.add_argument("--json", metavar="PATH", help="write the full result as JSON here")
+    parser.add_argument(
+        "--json", type=output_file, metavar="PATH", help="write the full result as JSON here"
+    )
     parser.add_argument(
         "--rounds",
         type=bounded_int(1, MAX_ROUNDS),
