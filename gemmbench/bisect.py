@@ -34,6 +34,7 @@ from .gate import (
     GateOptions,
     Report,
     bounded_int,
+    case_names,
     run_gate,
 )
 from .git import GitError, GitNotFound, git
@@ -75,6 +76,14 @@ def progress(message: str) -> None:
     print(f"[bisect] {message}", file=sys.stderr, flush=True)
 
 
+def bench_name(text: str) -> str:
+    """--bench: one benchmark name, refused at once when empty or a list."""
+    names = case_names(text)
+    if len(names) > 1:
+        raise argparse.ArgumentTypeError(f"names {len(names)} benchmarks; bisect follows one")
+    return names[0]
+
+
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser = OneLineErrorParser(
         prog=PROG,
@@ -91,7 +100,9 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     )
     parser.add_argument("good", metavar="GOOD", help="a commit where NAME is fast")
     parser.add_argument("bad", metavar="BAD", help="a later commit where NAME is slower")
-    parser.add_argument("--bench", required=True, metavar="NAME", help="a gate case name")
+    parser.add_argument(
+        "--bench", required=True, type=bench_name, metavar="NAME", help="a gate case name"
+    )
     parser.add_argument("--repo", default=".", help="the git repository (default .)")
     parser.add_argument(
         "--thresholds",
@@ -227,7 +238,9 @@ class Bisection:
         reason = "; ".join(" ".join(r.split()) for r in report.reasons) or report.status
         code = report.exit_code
         if code == exitcodes.USAGE:
-            raise Refused(code, reason)
+            # The gate calls the commit it measures "head"; bisect's user named a range.
+            commit = f"commit {self.steps[-1].commit[:12]}"
+            raise Refused(code, reason.replace("head offers", f"{commit} offers", 1))
         if code == exitcodes.INFRASTRUCTURE:
             raise Refused(code, f"infrastructure failure: {reason}")
         if code == exitcodes.INTERRUPTED:  # the gate stopped for Ctrl-C or SIGTERM

@@ -142,10 +142,13 @@ class TestBisectRefuses:
         assert "gate 1" not in done.stderr and "cannot read thresholds" in last_line(done)
 
     def test_unknown_bench_is_usage(self, repo):
+        """A name the cases do not offer is known only once BAD's are: exit 2 after gate 1,
+        naming that commit rather than the gate's "head"."""
         good, commits = planted_range(repo, planted=3)
         done = bisect(repo, good, commits[-1], "--bench", "no-such-bench")
         assert done.returncode == 2, done.stderr
-        assert "offers no benchmark no-such-bench" in last_line(done)
+        expected = f"bisect: commit {commits[-1][:12]} offers no benchmark no-such-bench; it offers"
+        assert expected in last_line(done)
 
     @pytest.mark.parametrize(
         ("which", "message"),
@@ -154,6 +157,8 @@ class TestBisectRefuses:
             ("same", "range empty"),
             ("unknown", "GOOD 'no-such-rev' is not a commit"),
             ("no-bench", "the following arguments are required: --bench"),
+            ("empty-bench", "argument --bench: names no benchmark"),
+            ("two-benches", "argument --bench: names 2 benchmarks; bisect follows one"),
             ("gpus", "--gpus: invalid choice: 'all'"),
             ("json", "cannot write --json /nonexistent/b.json"),
         ],
@@ -167,6 +172,8 @@ class TestBisectRefuses:
             "same": [bad, bad, *bench],
             "unknown": ["no-such-rev", bad, *bench],
             "no-bench": [good, bad],
+            "empty-bench": [good, bad, "--bench", " "],
+            "two-benches": [good, bad, "--bench", "hash,steady"],
             "gpus": [good, bad, *bench, "--gpus", "all"],
             "json": [good, bad, *bench, "--json", "/nonexistent/b.json"],
         }[which]
