@@ -114,7 +114,7 @@ CASES = [
     Case("config-package-missing", "python -m gemmbench report", 2, "package = 'no_such_package' cannot be imported", cwd="scratch", files=(("pyproject.toml", BAD_TABLE.replace('"gemm"', '"no_such_package"')),)),
     Case("report-bad-repeat", "python -m gemmbench report --repeat 0", 2, "--repeat must be ≥ 1"),
     Case("bisect-not-ancestor", "python -m gemmbench bisect HEAD HEAD~1 --bench coarsened-4096", 2, "GOOD HEAD is not an ancestor of BAD HEAD~1"),
-    Case("calibrate-too-few-runs", "python -m gemmbench calibrate --runs 1", 2, "--runs must be at least 2"),
+    Case("calibrate-too-few-runs", "python -m gemmbench calibrate --runs 1", 2, "--runs: 1 is not between 2 and 100"),
     Case("calibrate-unknown-revision", "python -m gemmbench calibrate --rev no-such-branch", 2, "--rev 'no-such-branch' is not a commit"),
     Case("calibrate-unwritable-json", "python -m gemmbench calibrate --json /nonexistent/x.json", 2, "cannot write --json /nonexistent/x.json"),
     Case("check-results-machine-empty", f"{CHECK} --machine ''", 2, "--machine '' is not a plain folder name", cwd="scratch"),

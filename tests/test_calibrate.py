@@ -76,7 +76,11 @@ class TestCalibrate:
 
     @pytest.mark.parametrize(
         ("extra", "message"),
-        [(("--runs", "1"), "--runs must be at least 2"), (("--rev", "nope"), "not a commit")],
+        [
+            (("--runs", "0"), "argument --runs: 0 is not between 2 and 100"),
+            (("--runs", "1"), "argument --runs: 1 is not between 2 and 100"),
+            (("--rev", "nope"), "not a commit"),
+        ],
     )
     def test_usage_errors(self, repo, extra, message):
         """Too few runs or an unknown commit exits 2 with the reason on stderr."""
