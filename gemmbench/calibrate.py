@@ -13,7 +13,6 @@ rounds do not fit ``--budget-s``) lines change; every other line and comment sta
 from __future__ import annotations
 
 import argparse
-import contextlib
 import datetime
 import json
 import math
@@ -29,6 +28,7 @@ from . import thresholds as thresholds_mod
 from .cli import OneLineErrorParser, cannot_write, output_file
 from .gate.decision import INCONCLUSIVE, INFRA, INTERRUPTED, PASS, REGRESSION, USAGE
 from .stats import smallest_p
+from .thresholds_edit import toml_string, unwritable_gpu_name, write_gpu_gate
 
 # The tolerance is the worst A/A deviation seen × this factor. The worst of N ≈ 10 runs sits
 # near the tail of the A/A distribution, not at its end; doubling it keeps a run of identical
@@ -104,59 +104,11 @@ def gpu_table_name(device: str | None, config: thresholds_mod.Thresholds, given:
     return " ".join(words) or device
 
 
-def write_gpu_gate(path: Path, gpu: str, values: dict[str, object], comment: str) -> str:
-    """Set ``values`` in [gpu."GPU".gate] of the TOML file at ``path``, keeping all else.
-
-    The table is created at the end of the file when missing. Returns the new text; the file
-    is only replaced once the new text loads as valid thresholds.
-    """
-    text = path.read_text(encoding="utf-8")
-    lines = text.splitlines(keepends=True)
-    header = re.compile(rf'^\s*\[\s*gpu\s*\.\s*"{re.escape(gpu)}"\s*\.\s*gate\s*\]')
-    marker = "# calibrated by `gemmbench calibrate`"
-    start = next((i for i, line in enumerate(lines) if header.match(line)), None)
-    if start is None:
-        block = ["\n", f"{marker}: {comment}\n", f'[gpu."{gpu}".gate]\n']
-        block += [f"{key} = {_toml(value)}\n" for key, value in values.items()]
-        if lines and not lines[-1].endswith("\n"):
-            lines[-1] += "\n"
-        new = "".join(lines + block)
-    else:
-        end = next(
-            (i for i in range(start + 1, len(lines)) if lines[i].lstrip().startswith("[")),
-            len(lines),
-        )
-        body = lines[start + 1 : end]
-        for key, value in values.items():
-            pattern = re.compile(rf"^\s*{key}\s*=")
-            at = next((i for i, line in enumerate(body) if pattern.match(line)), None)
-            if at is None:
-                body.append(f"{key} = {_toml(value)}\n")
-            else:
-                trailing = ""
-                if "#" in body[at]:
-                    trailing = "  #" + body[at].split("#", 1)[1].rstrip("\n")
-                body[at] = f"{key} = {_toml(value)}{trailing}\n"
-        before = lines[:start]
-        # Replace the previous calibration note right above the table, or add one.
-        if before and before[-1].startswith(marker):
-            before[-1] = f"{marker}: {comment}\n"
-        else:
-            before.append(f"{marker}: {comment}\n")
-        new = "".join(before + [lines[start]] + body + lines[end:])
-    tmp = path.with_name(f".{path.name}.calibrate-tmp")
-    tmp.write_text(new, encoding="utf-8")
-    try:
-        thresholds_mod.load(tmp)  # a file that no longer loads is never written
-        files.replace_file(path, new)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            tmp.unlink()
-    return new
-
-
-def _toml(value: object) -> str:
-    return repr(value) if isinstance(value, (int, float)) else json.dumps(value)
+def gpu_table_arg(name: str) -> str:
+    """--gpu, refused at once where it cannot name a table, not once the A/A runs are done."""
+    if why := unwritable_gpu_name(name):
+        raise argparse.ArgumentTypeError(why)
+    return name
 
 
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
@@ -200,7 +152,11 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         type=gate_api.bounded_int(1, gate_api.MAX_SAMPLES),
         help=f"launches per benchmark per round, at most {gate_api.MAX_SAMPLES} (default from thresholds)",
     )
-    p.add_argument("--gpu", help='the [gpu."NAME"] table to write (default: from the device name)')
+    p.add_argument(
+        "--gpu",
+        type=gpu_table_arg,
+        help='the [gpu."NAME"] table to write (default: from the device name)',
+    )
     p.add_argument(
         "--budget-s",
         type=gate_api.bounded_float(0, 86400),
@@ -371,14 +327,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return exitcodes.INCONCLUSIVE
     if args.dry_run:
-        print(f'dry run: [gpu."{gpu}".gate] would get {values}')
+        print(f"dry run: [gpu.{toml_string(gpu)}.gate] would get {values}")
         return exitcodes.OK
     try:
         write_gpu_gate(path, gpu, values, comment)
     except (OSError, thresholds_mod.ThresholdsError) as exc:
         print(f"gemmbench calibrate: could not write {path}: {exc}", file=sys.stderr)
         return exitcodes.USAGE
-    print(f'wrote [gpu."{gpu}".gate] {values} into {path}')
+    print(f"wrote [gpu.{toml_string(gpu)}.gate] {values} into {path}")
     return exitcodes.OK
 
 

@@ -6,10 +6,16 @@ Runs over tests/test_gate_e2e.py's throwaway repository, whose helpers it import
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
 import pytest
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
 from test_gate_e2e import HARNESS_ROOT, THRESHOLDS, Repo
 
 
@@ -193,3 +199,75 @@ class TestCalibrateRules:
         new = write_gpu_gate(path, "H200", {"tolerance": 0.009}, "note")
         assert "tolerance = 0.009  # old" in new and "# why" in new and "rounds = 8" in new
         assert new.count("[gpu.") == 1 and path.read_text() == new
+
+    @pytest.mark.parametrize(
+        "name",
+        [
+            'RTX "Ti"',
+            r"x\u0041y",
+            "back\\slash H100",
+            "tab\tand\nnewline [x]",
+            "'quoted' ü 😀 1",
+            "del\x7f2",
+        ],
+    )
+    def test_any_gpu_name_round_trips(self, tmp_path, name):
+        """Whatever --gpu holds, the table is filed under that very name as TOML reads it back
+        (tomllib, and thresholds.load), and a second write edits the same table."""
+        from gemmbench import thresholds
+        from gemmbench.thresholds_edit import unwritable_gpu_name, write_gpu_gate
+
+        assert unwritable_gpu_name(name) is None
+        path = tmp_path / "t.toml"
+        path.write_text(THRESHOLDS)
+        write_gpu_gate(path, name, {"tolerance": 0.009}, f"A/A runs on {name}")
+        assert tomllib.loads(path.read_text())["gpu"] == {name: {"gate": {"tolerance": 0.009}}}
+        new = write_gpu_gate(path, name, {"tolerance": 0.011}, f"A/A runs on {name}")
+        assert new.count("[gpu.") == 1 and new.startswith(THRESHOLDS)
+        assert thresholds.load(path).overrides[name]["gate"]["tolerance"] == 0.011
+
+    def test_a_refused_write_names_the_file(self, tmp_path):
+        """Values thresholds.toml would refuse leave the file as it was, and the error names
+        that file, not the scratch copy the new text was checked in."""
+        from gemmbench import thresholds
+        from gemmbench.thresholds_edit import write_gpu_gate
+
+        path = tmp_path / "t.toml"
+        path.write_text(THRESHOLDS)
+        with pytest.raises(thresholds.ThresholdsError) as refused:
+            write_gpu_gate(path, "H200", {"tolerance": 5.0}, "note")
+        assert str(path) in str(refused.value) and "calibrate-tmp" not in str(refused.value)
+        assert path.read_text() == THRESHOLDS and os.listdir(tmp_path) == ["t.toml"]
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        (b"", "argument --gpu: '' has no letters or digits"),
+        (b"!! --", "argument --gpu: '!! --' has no letters or digits"),
+        (b"H\xff", "argument --gpu: 'H\\udcff' is not UTF-8 text"),
+    ],
+)
+def test_unwritable_gpu_name_is_refused_before_the_runs(repo, name, message):
+    """A --gpu that thresholds.toml cannot hold is refused in one line before any A/A run,
+    not after all of them, when the file could not be written."""
+    done = subprocess.run(
+        [sys.executable, "-m", "gemmbench", "calibrate", "--repo", str(repo.path),
+         "--cases-from", "benchcases:cases", "--thresholds", str(repo.thresholds),
+         "--runs", "2", b"--gpu", name],
+        cwd=HARNESS_ROOT, env=repo.env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], done.stderr
+    assert repo.thresholds.read_text() == THRESHOLDS
+
+
+def test_awkward_gpu_name_end_to_end(repo):
+    """calibrate --gpu with quotes and a backslash escape writes a file whose table, read back,
+    has that very name."""
+    name = r'RTX "Ti" x\u0041y'
+    done = TestCalibrate().calibrate_quietly(repo, "--runs", "2", "--rounds", "6", "--gpu", name)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert list(tomllib.loads(repo.thresholds.read_text())["gpu"]) == [name]
+    assert 'wrote [gpu."RTX \\"Ti\\" x\\\\u0041y".gate]' in done.stdout
