@@ -203,6 +203,17 @@ class TestRevisions:
         done = repo.run_gate(new, old)
         assert done.returncode == 2 and "ancestor" in one_line(done)
 
+    def test_ancestor_head_runs_with_no_merge_base(self, repo):
+        """With --no-merge-base, head an ancestor of base is measured as asked, as the --head
+        row of docs/gate.md says: only head equal to base is refused then."""
+        old = repo.git("rev-parse", "HEAD")
+        new = docs_commit(repo)
+        code, output, result = repo.gate(new, old, "--no-merge-base")
+        assert code == 0 and (result["base_sha"], result["head_sha"]) == (new, old), output
+        rows = (HARNESS_ROOT / "docs" / "gate.md").read_text(encoding="utf-8").splitlines()
+        head_row = next(row for row in rows if row.startswith("| `--head REV` |"))
+        assert "head equal to base, or its ancestor unless `--no-merge-base`" in head_row
+
     def test_no_merge_base_compares_exactly(self, repo):
         """--no-merge-base measures --base itself, even when it moved on past the fork."""
         fork = repo.git("rev-parse", "HEAD")
