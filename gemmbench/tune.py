@@ -43,6 +43,8 @@ from gemmbench.measure import MAX_REPEAT, memory_named, memory_problem
 from gemmbench.report import parse_shape
 
 L2_POLICY = measure.L2_POLICY
+# The package whose dispatch table this command writes; another project's has none.
+TUNED_PACKAGE = dispatch.__name__.partition(".")[0]
 
 
 def candidates(variant: Variant, m: int, n: int, k: int, sm_count: int) -> list[tuple[Config, int]]:
@@ -174,6 +176,9 @@ def _parser() -> OneLineErrorParser:
         description="Check and time the dispatch's candidate configurations and K-splits per "
         "shape on this GPU through gemmbench.measure, and write its tuning table "
         "(gemm/dispatch_table.py) and docs/tuning.md.",
+        epilog=exitcodes.epilog(
+            "tune", {0: "table and doc written", 6: "a wrong result", 4: "no usable GPU"}
+        ),
     )
     p.add_argument("shapes", nargs="*", type=parse_shape, help="N or MxNxK (default: asv's + 8192)")
     p.add_argument("--repeat", type=int, default=15, help="timed samples per candidate (median)")
@@ -234,7 +239,13 @@ def dry_run(shapes, args) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
-    shapes = args.shapes or list(harness_config.load().shape_set("tune"))  # [tool.gemmbench.shapes]
+    project = harness_config.load()
+    if project.package != TUNED_PACKAGE:
+        parser.error(
+            f"tunes {TUNED_PACKAGE}'s dispatch, and this project's [tool.gemmbench] measures "
+            f"{project.package!r}: there is nothing here for it to tune"
+        )
+    shapes = args.shapes or list(project.shape_set("tune"))  # [tool.gemmbench.shapes]
     args.shape_texts = ["x".join(map(str, s)) for s in shapes]
     if args.repeat < 1 or args.warmup < 0 or args.sm_count < 1:
         parser.error("--repeat and --sm-count must be ≥ 1 and --warmup ≥ 0")

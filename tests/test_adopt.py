@@ -135,3 +135,12 @@ def test_guide_commands(project):
     text = log.read_text(encoding="utf-8")
     for param in ("naive", "cupy", "4096x4096", "16384x1024"):
         assert param in text, text[-3000:]
+
+
+def test_tune_refuses_a_project_that_measures_another_package(project):
+    """`tune` writes gemm's dispatch table: in the guide's project it stops at once, one line and
+    exit 2 naming the package measured there, with or without --dry-run and shapes."""
+    for argv in (["--dry-run"], ["4096"], []):
+        done = run(project, ["python", "-m", "gemmbench", "tune", *argv])
+        assert done.returncode == 2, done.stdout + done.stderr
+        assert done.stderr.count("\n") == 1 and "measures 'relu'" in done.stderr, done.stderr
