@@ -44,6 +44,13 @@ def output_file(text: str) -> str:
     return text
 
 
+def named_path(text: str) -> Path:
+    """An argparse type for a path: an empty one is refused, not read as the current folder."""
+    if not text:
+        raise argparse.ArgumentTypeError("needs a path, not an empty one")
+    return Path(text)
+
+
 def cannot_write(path: str | Path, option: str) -> str | None:
     """Why ``path`` cannot be written (None if it can), found by opening it, before any GPU work.
 

@@ -277,7 +277,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--config",
-        type=Path,
+        type=cli.named_path,
         default=Path("asv.conf.json"),
         help="the project's asv configuration (default: asv.conf.json here); its repo, "
         "results_dir and env_dir are read relative to it",

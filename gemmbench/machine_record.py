@@ -10,7 +10,7 @@ from pathlib import Path
 
 from . import exitcodes, machine
 from .asv_process import machine_file_path
-from .cli import OneLineErrorParser, bad_machine_name
+from .cli import OneLineErrorParser, bad_machine_name, cannot_write, named_path
 from .results import check_machine_file
 
 # Exit statuses (gemmbench/exitcodes.py, docs/exit-codes.md): no usable GPU or driver is an
@@ -257,13 +257,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--name", help="asv machine name (default: from the GPU model)")
     parser.add_argument(
         "--results-dir",
-        type=Path,
+        type=named_path,
         default=Path(".asv/results"),
         help="results directory whose NAME/machine.json must agree",
     )
     parser.add_argument(
         "--machine-file",
-        type=Path,
+        type=named_path,
         default=None,
         help="asv machine file (default ~/.asv-machine.json)",
     )
@@ -284,6 +284,9 @@ def main(argv: list[str] | None = None) -> int:
             load_recorded(args.name, machine_file, args.results_dir)
     except RecordError as exc:
         print(f"gemmbench machine: {exc}", file=sys.stderr)
+        return exitcodes.USAGE
+    if why := cannot_write(machine_file, "--machine-file"):
+        print(f"gemmbench machine: {why}", file=sys.stderr)
         return exitcodes.USAGE
 
     try:

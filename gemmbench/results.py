@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from . import exitcodes
-from .cli import OneLineErrorParser, bad_machine_name
+from .cli import OneLineErrorParser, bad_machine_name, named_path
 
 # asv writes result files with api version 2 and machine.json with version 1 (asv 0.6).
 RESULT_API_VERSION = 2
@@ -211,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--results-dir",
-        type=Path,
+        type=named_path,
         default=Path(".asv/results"),
         help="asv's results folder, one subfolder per machine (default: .asv/results)",
     )

@@ -203,6 +203,26 @@ class TestMain:
         assert len(err.splitlines()) == 1
         assert not machine_file.exists()
 
+    @pytest.mark.parametrize(
+        ("extra", "expected"),
+        [
+            (["--machine-file", "{tmp}/missing/asv-machine.json"], "cannot write --machine-file"),
+            (["--machine-file", ""], "--machine-file: needs a path"),
+            (["--results-dir", ""], "--results-dir: needs a path"),
+        ],
+    )
+    def test_files_are_checked_before_the_gpu(self, tmp_path, monkeypatch, capsys, extra, expected):
+        """A machine file that cannot be written, or an empty path, is usage (2, one line),
+        found before the GPU is looked at (which would exit 4 here)."""
+        monkeypatch.setattr(machine_record, "fingerprint", lambda: pytest.fail("looked for a GPU"))
+        argv = ["--name", "h200", *(a.format(tmp=tmp_path) for a in extra)]
+        try:
+            code = machine_record.main(argv)
+        except SystemExit as exc:  # argparse's refusal
+            code = exc.code
+        err = capsys.readouterr().err
+        assert code == 2 and len(err.splitlines()) == 1 and expected in err, err
+
     def test_real_device_or_exit_4(self, tmp_path):
         """On this machine, the real probe either records a GPU or exits 4; it never crashes."""
         machine_file = tmp_path / "asv-machine.json"

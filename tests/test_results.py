@@ -121,6 +121,16 @@ class TestCorrupt:
         """A results directory that does not exist is exit status 2."""
         assert results.main(["--results-dir", str(tmp_path / "nowhere")]) == 2
 
+    def test_empty_directory_name_is_usage(self, tmp_path, monkeypatch, capsys):
+        """An empty --results-dir is refused (2, one line), not read as the current folder."""
+        monkeypatch.chdir(tmp_path)
+        (tmp_path / "stray").mkdir()  # a folder check-results would report as a bad machine
+        with pytest.raises(SystemExit) as info:
+            results.main(["--results-dir", ""])
+        err = capsys.readouterr().err
+        assert info.value.code == 2 and len(err.splitlines()) == 1
+        assert "--results-dir: needs a path" in err
+
 
 class TestWrongShape:
     """Valid JSON of the wrong shape is named, never a crash (asv would misread it)."""
