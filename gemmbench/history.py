@@ -215,6 +215,8 @@ def measure_each(
                     f"{why}; every benchmark of {sha[:8]} failed for want of it, so history "
                     f"stopped there ({output})"
                 )
+            if not wrote and (why := asv_run.nothing_selected(opts.bench, results_dir, logs)):
+                raise HistoryError(why)  # a typo in --bench, not the commit's failure
             failed.append(sha)
             stored = "results stored with failures" if wrote else "nothing stored"
             log(f"{label}: asv exited {status}; {stored}; {output}")

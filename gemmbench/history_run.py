@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import io
+import itertools
 import json
 import os
 import re
@@ -57,14 +58,22 @@ def benchmarks_with_results(paths: Sequence[Path]) -> set[str]:
 
 
 def expected_benchmarks(results_dir: Path, selection: Sequence[str]) -> set[str] | None:
-    """Benchmark names asv last discovered (results/benchmarks.json), narrowed like --bench."""
+    """Benchmark names asv last discovered (results/benchmarks.json), narrowed as --bench."""
     found = load_json(results_dir / "benchmarks.json")
     if not isinstance(found, dict):
         return None
     names = set(found) - {"version"}
-    if selection:
-        names = {n for n in names if any(re.search(pattern, n) for pattern in selection)}
-    return names
+    return {n for n in names if not selection or _selects(selection, n, found[n])}
+
+
+def _selects(selection: Sequence[str], name: str, info: object) -> bool:
+    """Whether a pattern finds what asv matches --bench against: each parameter combination's
+    label, NAME(PARAM, ...), for a parameterized benchmark, else its name."""
+    params = info.get("params") if isinstance(info, dict) else None
+    labels = [name]
+    if params and all(isinstance(values, list) for values in params):
+        labels = [f"{name}({', '.join(map(str, combo))})" for combo in itertools.product(*params)]
+    return any(re.search(pattern, label) for pattern in selection for label in labels)
 
 
 def is_stored(results_dir: Path, machine: str, sha: str, offline: bool, selection) -> bool:
@@ -72,8 +81,24 @@ def is_stored(results_dir: Path, machine: str, sha: str, offline: bool, selectio
     if not files:
         return False
     expected = expected_benchmarks(results_dir, selection)
+    if selection and expected == set():
+        return False  # the patterns select nothing asv last found: its run of the suite says why
     have = benchmarks_with_results(files)
     return bool(have) and (expected is None or expected <= have)
+
+
+def nothing_selected(selection: Sequence[str], results_dir: Path, logs) -> str | None:
+    """The usage error when asv's output says the --bench patterns selected no benchmark."""
+    said = any(b"No benchmarks selected" in log.read_bytes() for log in logs if log.is_file())
+    if not selection or not said:
+        return None
+    known = sorted(expected_benchmarks(results_dir, ()) or ())[:6]
+    return (
+        " ".join(f"--bench {pattern!r}" for pattern in selection)
+        + " selects no benchmark of the suite"
+        + (f"; its benchmarks include {', '.join(known)}" if known else "")
+        + " (asv finds each pattern in NAME, or in NAME(PARAM, ...) for a parameterized one)"
+    )
 
 
 # --- the run log and the GPU's conditions ----------------------------------------------------

@@ -264,3 +264,31 @@ def test_install_key(tmp_path):
         keys.append(history_install.install_key(repo, git(repo, "rev-parse", "HEAD"), "tinypkg"))
     assert keys[3] == keys[2]  # a README is not installed
     assert keys[4] != keys[3]  # the build files decide what is
+
+
+def test_bench_selecting_nothing_is_usage_after_one_commit(tmp_path_factory):
+    """A --bench pattern that selects no benchmark stops at the first commit with one line and
+    exit 2, naming the suite's benchmarks, instead of installing every commit and calling them
+    failed (6); a stored commit is not taken as holding what such a pattern selects."""
+    root = tmp_path_factory.mktemp("nothing-selected")
+    repo, shas, venv = make_project(root, BENCHMARKS, "base", [(1, 0.001), (2, 0.001)])
+    env = register_machine(root, repo)
+    project = {"shas": shas, "python": str(venv / "bin" / "python")}
+    for _ in range(2):  # the second time, benchmarks.json exists and knows the suite
+        done = run_in(repo, env, history_command(project, "--bench", "time_wrk"), timeout=300)
+        assert done.returncode == 2, done.stdout + done.stderr
+        (line,) = done.stderr.strip().splitlines()
+        assert "--bench 'time_wrk' selects no benchmark" in line, line
+        assert done.stdout.count("installing its tinypkg") == 1, done.stdout
+    assert "bench_tiny.time_work" in line  # asv's discovery, named
+    done = run_in(repo, env, history_command(project, "--bench", r"time_work"), timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    params = json.dumps(
+        {
+            "bench_tiny.time_work": {"name": "bench_tiny.time_work", "params": [["1", "2"]]},
+            "version": 2,
+        }
+    )
+    (repo / ".asv" / "results" / "benchmarks.json").write_text(params)  # fmt: skip
+    selected = history_run.expected_benchmarks(repo / ".asv" / "results", [r"time_work\(2\)"])
+    assert selected == {"bench_tiny.time_work"}  # matched as asv does, by NAME(PARAM)
