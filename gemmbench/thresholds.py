@@ -328,10 +328,11 @@ def _expand_patterns(gate: dict, label: str, problems: list[str]) -> None:
             problems.append(f"{label}{key}: {exc}")
 
 
-def load(path: str | Path | None = None) -> Thresholds:
+def load(path: str | Path | None = None, *, expand_cases: bool = True) -> Thresholds:
     """Read and check ``path`` (default: the configuration's thresholds file).
 
-    ThresholdsError lists every missing or invalid key by name.
+    ThresholdsError lists every missing or invalid key by name. ``expand_cases=False`` leaves
+    the gate's case patterns as written, so the measured package need not be importable.
     """
     path = Path(path) if path else default_path()
     try:
@@ -384,10 +385,12 @@ def load(path: str | Path | None = None) -> Thresholds:
 
     if not problems:
         sections["gate"] = {**_OPTIONAL["gate"], **sections["gate"]}
-        _expand_patterns(sections["gate"], "gate.", problems)
+        gates = {"gate.": sections["gate"]} if expand_cases else {}
         for gpu, tables in overrides.items():
-            if "gate" in tables:
-                _expand_patterns(tables["gate"], f'gpu."{gpu}".gate.', problems)
+            if "gate" in tables and expand_cases:
+                gates[f'gpu."{gpu}".gate.'] = tables["gate"]
+        for label, gate_table in gates.items():
+            _expand_patterns(gate_table, label, problems)
     if not problems:
         gate = GateSettings(**sections["gate"])
         _cross_check(gate, "", problems)

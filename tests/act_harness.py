@@ -132,6 +132,14 @@ def seed_tool_cache(cache: Path, python: str) -> None:
         shim.chmod(0o755)
 
 
+def bare_python(folder: Path) -> str:
+    """An interpreter with the standard library alone, as setup-python gives a hosted job: a
+    venv of this Python's base interpreter, without this environment's packages."""
+    base = Path(sys.base_prefix) / "bin" / "python3"
+    subprocess.run([str(base), "-m", "venv", "--without-pip", str(folder)], check=True)
+    return str(folder / "bin" / "python")
+
+
 def netns_available() -> bool:
     """Whether `unshare --net` can give act a network namespace with no network in it."""
     probe = ["unshare", "--map-root-user", "--net", "true"]

@@ -49,6 +49,7 @@ def plant(results: Path, factors: list[float], noise: float = 0.0005, seed: int 
     for i, factor in enumerate(factors):
         data = json.loads(json.dumps(template))
         data["commit_hash"], data["date"] = sha(i), 1717243200000 + i * 3_600_000
+        data["params"]["machine"] = MACHINE  # a result names the machine whose folder holds it
         row = data["results"]["bench_gemm.Gemm.time_gemm"]
         row[0] = [v * (1 + rng.gauss(0, noise)) for v in row[0]]
         row[0][COARSENED_4096] *= factor

@@ -253,10 +253,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.since and not SHA.fullmatch(args.since):
         args.since = ""  # a force-push or first push: check the newest commit alone
     try:
-        limits = thresholds.load(args.thresholds)
+        limits = thresholds.load(args.thresholds, expand_cases=False)  # tolerances only
         steps = find_steps(args.results, limits, args.since)
     except (thresholds.ThresholdsError, OSError, ValueError, KeyError, TypeError) as exc:
-        print(f"alert: cannot read the results: {exc}", file=sys.stderr)
+        said = "; ".join(line.strip() for line in str(exc).splitlines())  # one line
+        print(f"alert: cannot read the results: {said}", file=sys.stderr)
         return 2
     owner, name = args.repo.split("/")
     dashboard = args.dashboard or f"https://{owner.lower()}.github.io/{name}/"
