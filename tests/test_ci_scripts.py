@@ -73,6 +73,24 @@ def test_verdicts_runs_the_command_and_records_history_rc(tmp_path):
     assert proc.returncode == 3 and "::warning title=Gate inconclusive::" in proc.stdout
 
 
+@pytest.mark.parametrize(
+    ("command", "expected"),
+    [
+        (["/nonexistent/cmd"], 4),
+        (["bash", "-c", "kill -KILL $$"], 4),
+        (["bash", "-c", "kill -SEGV $$"], 4),
+        (["bash", "-c", "kill -TERM $$"], 143),
+        (["bash", "-c", "kill -INT $$"], 130),
+    ],
+    ids=["missing", "sigkill", "sigsegv", "sigterm", "sigint"],
+)
+def test_verdicts_exit_codes_stay_in_the_table(command, expected):
+    """A command that cannot start, or that a signal ends, gives a code of docs/exit-codes.md:
+    SIGINT 130 and SIGTERM 143 as the commands give them, anything else 4 (not 127 or 256-N)."""
+    proc = run(sys.executable, str(CI / "verdicts.py"), "gate", "--machine", "m1", "--", *command)
+    assert proc.returncode == expected, proc.stdout + proc.stderr
+
+
 def test_verdicts_usage_error():
     """A wrong call is a usage error (exit 2) with one line saying how to call it."""
     proc = run(sys.executable, str(CI / "verdicts.py"), "bogus", "--", "true")

@@ -11,6 +11,7 @@ to fail the job after the results are uploaded.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 
@@ -110,9 +111,11 @@ def main(argv: list[str]) -> int:
     step, machine, command = argv[0], argv[2], argv[4:]
     try:
         rc = subprocess.call(command)
-    except OSError as exc:
-        print(f"::error title={step} could not start::{command[0]}: {exc.strerror}")
-        return 127
+    except OSError as exc:  # the command is missing or cannot run: the runner's fault
+        print(f"::error title={step} could not start::{command[0]}: {exc.strerror} (exit 4)")
+        return 4
+    if rc < 0:  # killed by a signal: the table's 130 and 143, else a crash or the OOM killer
+        rc = {signal.SIGINT: 130, signal.SIGTERM: 143}.get(-rc, 4)
     line, exit_code = verdict(step, rc, machine)
     if line:
         print(line, flush=True)
