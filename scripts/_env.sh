@@ -1,6 +1,7 @@
 # Sourced by the entry scripts: sets $PY to an interpreter that has this package and its tools.
-# GEMM_PYTHON=/path/to/python uses that interpreter as it is (an offline GPU machine or runner whose
-# CuPy is already installed); otherwise a .venv is made once with the locked versions
+# GEMM_PYTHON=/path/to/python uses that interpreter, adding only this package, editable and with no
+# downloads (an offline GPU machine or runner whose CuPy is already installed); otherwise a .venv
+# is made once with the locked versions
 # (requirements/lock-<cuda>-py<X.Y>.txt, from scripts/lock.sh) fetched from the package index.
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)

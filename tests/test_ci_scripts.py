@@ -119,8 +119,9 @@ def test_history_range_push(repo, monkeypatch):
     main = "refs/heads/main"
     assert history_range.choose("push", main, c, a) == f"{a}..{c}"
     assert history_range.choose("push", main, c, "0" * 40) == f"{c}~1..{c}"
-    assert history_range.choose("push", main, a, c) == f"{a}~1..{a}"  # c is no ancestor of a
+    assert history_range.choose("push", main, b, c) == f"{b}~1..{b}"  # c is no ancestor of b
     assert history_range.choose("push", main, c, "f" * 40) == f"{c}~1..{c}"  # unknown BEFORE
+    assert history_range.choose("push", main, a, "0" * 40) == a  # a root commit: itself alone
 
 
 def test_history_range_manual(repo, monkeypatch, tmp_path):

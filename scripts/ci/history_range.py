@@ -92,7 +92,8 @@ def choose(event: str, ref: str, after: str, before: str = "", manual: str = "")
         return main_range(manual, after)
     if before and before != NULL_SHA and is_ancestor(before, after):
         return f"{before}..{after}"
-    return f"{after}~1..{after}"
+    # The newest commit alone; a root commit (a new repository's first push) has no parent.
+    return f"{after}~1..{after}" if is_commit(f"{after}~1") else after
 
 
 def main(argv: list[str]) -> int:

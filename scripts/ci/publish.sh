@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Builds the asv site from main's history and the asv-results branch checked out in .asv/results,
 # after validating every stored result (a corrupt file would silently drop out of the graphs).
-# The interpreter is scripts/_env.sh's: GEMM_PYTHON as it is, otherwise a .venv with exactly the
-# locked versions, checked against their hashes (asv among them).
+# The interpreter is scripts/_env.sh's: GEMM_PYTHON, otherwise a .venv with exactly the locked
+# versions, checked against their hashes (asv among them).
 # Usage: scripts/ci/publish.sh (from the repository).
 set -euo pipefail
 [[ $# -eq 0 ]] || { echo "usage: scripts/ci/publish.sh (no arguments)" >&2; exit 2; }
+# asv and the harness only: the linters and act belong to the CPU job (docs/workflows.md).
+export GEMM_EXTRAS=${GEMM_EXTRAS-test}
 # shellcheck source=scripts/_env.sh
 source "$(dirname "$0")/../_env.sh"
 py=$PY
