@@ -4,9 +4,9 @@ Every consumer (report, gate, asv suite, tune, the tests) reads the harness's se
 table lives in a ``pyproject.toml``; which one is found the way pytest finds its rootdir:
 
 1. ``GEMMBENCH_CONFIG``, a path to a ``pyproject.toml`` (or to the folder holding one);
-2. else the nearest ``pyproject.toml`` with a ``[tool.gemmbench]`` table, from the working
-   directory upwards (under asv, from the folder of its ``asv.conf.json``, ``ASV_CONF_DIR``);
-3. else the ``pyproject.toml`` of the checkout this harness runs from.
+2. else the nearest ``pyproject.toml`` with a ``[tool.gemmbench]`` table upwards from the working
+   directory, or asv's ``ASV_CONF_DIR``, or an asv suite's benchmark file (gemmbench.suite);
+3. else the ``pyproject.toml`` of the checkout this harness runs from (never an asv suite's).
 
 Keys (all optional but ``package``; docs/adopt.md shows a whole table):
 
@@ -358,7 +358,7 @@ def _resolved(path: str | Path) -> Path:
         ) from None
 
 
-def find(start: Path | None = None) -> Path:
+def find(start: Path | None = None, fallback: Path | None = HARNESS_PYPROJECT) -> Path | None:
     """The pyproject.toml the harness reads (see the module docstring for the order)."""
     if os.environ.get(ENV):
         path = _resolved(os.environ[ENV])
@@ -374,7 +374,7 @@ def find(start: Path | None = None) -> Path:
                 f"{candidate}: cannot read it to look for [tool.gemmbench] "
                 f"({exc.strerror or exc}); make it readable, or set {ENV}"
             ) from None
-    return HARNESS_PYPROJECT
+    return fallback
 
 
 @functools.cache

@@ -13,9 +13,45 @@ import inspect
 import json
 import os
 import re
+import sys
+from pathlib import Path
 
-from . import asv_process, history_phases, pooling, run_log, timing
 from . import config as config_mod
+
+
+def _importing_file() -> str | None:
+    """The file whose import of this module is running: the project's asv benchmark file."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        if not frame.f_globals.get("__name__", "").startswith(
+            ("gemmbench", "importlib", "_frozen_importlib")
+        ):
+            return frame.f_globals.get("__file__")
+        frame = frame.f_back
+    return None
+
+
+def _use_the_suites_project() -> None:
+    """Point GEMMBENCH_CONFIG, unless set, at the table above the benchmark file importing this
+    module, for this process and the ones it starts: asv imports a project's suite from a
+    temporary folder, where no search from the working directory finds the project. No table
+    there is an error: the harness's own would measure its variants under this suite's names."""
+    if os.environ.get(config_mod.ENV):
+        return
+    importer = _importing_file()
+    found = config_mod.find(Path(importer).parent if importer else None, fallback=None)
+    if found is None:
+        raise config_mod.ConfigError(
+            f"no pyproject.toml with a [tool.gemmbench] table above {importer or Path.cwd()}; "
+            f"add one to the project, or set {config_mod.ENV} to it"
+        )
+    os.environ[config_mod.ENV] = str(found)
+
+
+# Before any module that reads the table is imported.
+_use_the_suites_project()
+
+from . import asv_process, history_phases, pooling, run_log, timing  # noqa: E402
 
 # Its suite shapes must not be changed, only appended: asv keys history by these labels.
 CONFIG = config_mod.load()

@@ -11,9 +11,11 @@ tests/test_history.py.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
+import shutil
 import site
 import subprocess
 import sys
@@ -71,6 +73,23 @@ def project(tmp_path_factory):
         CUDA_VISIBLE_DEVICES="0",
     )
     return {"repo": repo, "env": env, "venv": venv / "bin" / "python"}
+
+
+# What `asv check -E existing:PYTHON` discovers, as asv's check command discovers it: each
+# benchmark's parameters.
+DISCOVER = """\
+import json, sys
+from asv import environment
+from asv.benchmarks import Benchmarks
+from asv.config import Config
+from asv.repo import get_repo
+
+conf = Config.load("asv.conf.json")
+environments = list(environment.get_environments(conf, [sys.argv[1]]))
+conf.dvcs = "none"
+found = Benchmarks.discover(conf, get_repo(conf), environments, [], check=True)
+print(json.dumps({name: benchmark["params"] for name, benchmark in found.items()}))
+"""
 
 
 def run(project, argv: list[str]) -> subprocess.CompletedProcess:
@@ -144,3 +163,28 @@ def test_tune_refuses_a_project_that_measures_another_package(project):
         done = run(project, ["python", "-m", "gemmbench", "tune", *argv])
         assert done.returncode == 2, done.stdout + done.stderr
         assert done.stderr.count("\n") == 1 and "measures 'relu'" in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("harness", ["checkout", "installed"])
+def test_asv_discovers_the_projects_suite(project, tmp_path, harness):
+    """asv discovers the suite from a temporary folder; it still takes relu's variants and shapes
+    from the table above its benchmark file, with the harness from this checkout or installed
+    (a copy with no pyproject.toml beside it), never the harness's own table."""
+    env = dict(project["env"])
+    if harness == "installed":
+        copy = tmp_path / "site-packages"
+        shutil.copytree(REPO_ROOT / "gemmbench", copy / "gemmbench")
+        env["ASV_PYTHONPATH"] = os.pathsep.join([str(copy), env["ASV_PYTHONPATH"]])
+    done = subprocess.run(
+        [sys.executable, "-c", DISCOVER, f"existing:{sys.executable}"],
+        cwd=project["repo"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    params = [["'naive'", "'cupy'"], ["'4096x4096'", "'16384x1024'"]]
+    names = ("time_gemm", "track_tflops", "track_time_vs_cublas")
+    found = json.loads(done.stdout.splitlines()[-1])
+    assert found == {f"bench_relu.Relu.{name}": params for name in names}

@@ -113,6 +113,25 @@ class TestFind:
         assert config.find(inner) == tmp_path / "other" / "pyproject.toml"
 
 
+def test_suite_reads_no_table_but_its_projects(tmp_path):
+    """An asv file with no [tool.gemmbench] above it stops at its import with one line naming
+    it, though the working directory (this checkout) has a table: never another project's."""
+    bench = tmp_path / "benchmarks" / "bench_x.py"
+    bench.parent.mkdir()
+    bench.write_text("from gemmbench import suite\n")
+    env = {k: v for k, v in os.environ.items() if k not in (config.ENV, "ASV_CONF_DIR")}
+    done = subprocess.run(
+        [sys.executable, str(bench)],
+        cwd=REPO_ROOT,
+        env={**env, "PYTHONPATH": str(REPO_ROOT)},
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode != 0
+    last = done.stderr.strip().splitlines()[-1]
+    assert f"no pyproject.toml with a [tool.gemmbench] table above {bench};" in last, done.stderr
+
+
 def test_cli_bad_table_is_one_line(tmp_path):
     """Any command run under a broken table exits 2 with one line naming the key."""
     write(
