@@ -352,6 +352,8 @@ def main(argv: list[str] | None = None) -> int:
                 raise NoGpu(str(exc)) from exc
         gpu = check_machine(opts.machine, opts.gpus)
         setup.check_package(repo, opts.package, commits[-1])
+        if not opts.network:  # asv's own environments install each commit's build requires
+            setup.check_build_requirements(opts.python, repo, commits)
         log(
             f"{len(commits)} commits in {opts.revrange}, machine {opts.machine!r}, "
             f"{'network' if opts.network else 'offline with ' + opts.python}"

@@ -7,6 +7,7 @@ import hashlib
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import tempfile
@@ -15,6 +16,11 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from gemmbench.git import GitError, git, git_show
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
 
 
 class HistoryError(RuntimeError):
@@ -176,6 +182,74 @@ def install_key(repo: Path, sha: str, package: str) -> str:
     """The git object ids of ``package``'s folder and of the build files in ``sha``: two commits
     with the same key install the same files, so the second need not be installed again."""
     return git(repo, "ls-tree", sha, "--", package, *BUILD_FILES)
+
+
+# What a measuring interpreter has of some distributions, and what its markers depend on.
+PACKAGES_PROBE = """\
+import json, platform, sys
+from importlib import metadata
+
+def version(name):
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+print(json.dumps({
+    "versions": {name: version(name) for name in %s},
+    "markers": {
+        "python_version": "%%d.%%d" %% sys.version_info[:2],
+        "python_full_version": platform.python_version(),
+        "implementation_name": sys.implementation.name,
+        "platform_python_implementation": platform.python_implementation(),
+    },
+}))
+"""
+
+
+def build_requires(repo: Path, sha: str) -> list[str]:
+    """The [build-system] requires of ``sha``'s pyproject.toml; none when it has no such file
+    or list (pip then says what is wrong as it installs the commit)."""
+    try:
+        data = tomllib.loads(git_show(repo, f"{sha}:pyproject.toml").decode())
+    except (GitError, ValueError):
+        return []
+    system = data.get("build-system")
+    requires = system.get("requires") if isinstance(system, dict) else None
+    return [r for r in requires if isinstance(r, str)] if isinstance(requires, list) else []
+
+
+def check_build_requirements(python: str, repo: Path, commits: Sequence[str]) -> None:
+    """Refuse, before anything is installed, a ``python`` that lacks what a commit's
+    [build-system] requires: pip installs each commit without build isolation, so it builds
+    with that interpreter's packages, and would fail only once at that commit."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    wanted: dict[str, tuple[Requirement, str]] = {}  # each requirement, the first commit asking
+    for sha in commits:
+        for text in build_requires(repo, sha):
+            with contextlib.suppress(InvalidRequirement):  # pip names it as it installs
+                wanted.setdefault(text, (Requirement(text), sha))
+    if not wanted:
+        return
+    names = sorted({requirement.name for requirement, _ in wanted.values()})
+    probe = ask(python, PACKAGES_PROBE % json.dumps(names),
+                f"--python {python} cannot list its packages")  # fmt: skip
+    found = json.loads(probe.stdout)
+    missing = []
+    for text, (requirement, sha) in wanted.items():
+        if requirement.marker and not requirement.marker.evaluate(found["markers"]):
+            continue
+        have = found["versions"][requirement.name]
+        if have is None or not requirement.specifier.contains(have, prereleases=True):
+            missing.append((text, f"{text} ({'has ' + have if have else 'missing'}, {sha[:8]})"))
+    if missing:
+        raise HistoryError(
+            f"--python {python} lacks the project's [build-system] requires: "
+            f"{', '.join(why for _, why in missing)}; history builds each commit with that "
+            f"interpreter's packages: run {python} -m pip install "
+            + " ".join(shlex.quote(text) for text, _ in missing)
+        )
 
 
 def install(python: str, source: Path) -> None:

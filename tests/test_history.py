@@ -122,9 +122,11 @@ def block_asv_runner(venv: Path) -> None:
     assert probe.returncode != 0 and "no asv_runner of its own" in probe.stderr
 
 
-def make_project(root, benchmarks: str, base_message: str, versions) -> tuple:
-    """A git repo under ROOT: asv's config, BENCHMARKS, a base commit, then one commit per
-    (marker, work) of VERSIONS; and a venv without pip that sees this interpreter's packages.
+def make_project(
+    root, benchmarks: str, base_message: str, versions, pyproject: str = PYPROJECT
+) -> tuple:
+    """A git repo under ROOT: asv's config, BENCHMARKS, PYPROJECT, a base commit, then one commit
+    per (marker, work) of VERSIONS; and a venv without pip that sees this interpreter's packages.
     Returns (repo, shas oldest first, venv)."""
     repo = root / "repo"
     (repo / "benchmarks").mkdir(parents=True)
@@ -132,7 +134,7 @@ def make_project(root, benchmarks: str, base_message: str, versions) -> tuple:
     (repo / "asv.conf.json").write_text(json.dumps(ASV_CONF, indent=2))
     (repo / "benchmarks" / "__init__.py").write_text("")
     (repo / "benchmarks" / "bench_tiny.py").write_text(benchmarks)
-    (repo / "pyproject.toml").write_text(PYPROJECT)
+    (repo / "pyproject.toml").write_text(pyproject)
     (repo / ".gitignore").write_text(".asv/\nbuild/\n*.egg-info/\n")
     git(repo, "add", ".")
     git(repo, "commit", "-qm", base_message)
@@ -358,3 +360,25 @@ class TestOfflineHistory:
         steps = {index["revision_to_hash"][str(j[1])]: j[3] / j[2] for j in jumps}
         assert steps.get(package_shas[-1], 0) > 3, steps
         assert max(steps, key=steps.get) == package_shas[-1]
+
+
+def test_build_requirements_checked_before_installing(tmp_path):
+    """A measuring interpreter without what [build-system] requires is refused before any commit
+    is installed: one line, exit 2, naming the requirement and the pip command that adds it. A
+    requirement whose marker excludes this Python asks for nothing."""
+    never = 'requires = ["setuptools>=77", "gemmbench-no-such-backend; python_version < \'3\'"]'
+    repo, shas, venv = make_project(tmp_path, BENCHMARKS, "base", COMMITS[:1])
+    python = str(venv / "bin" / "python")
+    assert history_install.check_build_requirements(python, repo, shas) is None
+    (repo / "pyproject.toml").write_text(
+        PYPROJECT.replace('requires = ["setuptools>=77"]', never).replace(">=77", ">=9999")
+    )
+    git(repo, "commit", "-qam", "a backend no environment has")
+    env = register_machine(tmp_path, repo)
+    command = history_command({"shas": shas, "python": python}, "--bench", "track_marker")
+    done = run_in(repo, env, command, timeout=120)
+    assert done.returncode == history.EXIT_SETUP, done.stdout + done.stderr
+    assert done.stderr.count("\n") == 1 and "installing" not in done.stdout, done.stdout
+    assert "requires: setuptools>=9999 (has " in done.stderr, done.stderr
+    assert f"run {python} -m pip install 'setuptools>=9999'\n" in done.stderr
+    assert "no-such-backend" not in done.stderr
