@@ -383,6 +383,13 @@ def _load(path: Path) -> Config:
         with path.open("rb") as f:
             data = tomllib.load(f)
     except FileNotFoundError:
+        if (
+            path == HARNESS_PYPROJECT
+        ):  # the search found no table, and an installed harness has none
+            raise ConfigError(
+                f"no pyproject.toml with a [tool.gemmbench] table in {Path.cwd()} or above; run "
+                f"in the project's folder, or set {ENV} to its pyproject.toml"
+            ) from None
         raise ConfigError(f"{path}: configuration file not found ({ENV})") from None
     except (OSError, ValueError, RecursionError) as exc:
         raise ConfigError(f"{path}: cannot read the configuration: {toml_problem(exc)}") from None

@@ -132,6 +132,28 @@ def test_suite_reads_no_table_but_its_projects(tmp_path):
     assert f"no pyproject.toml with a [tool.gemmbench] table above {bench};" in last, done.stderr
 
 
+def test_installed_harness_outside_any_project_says_where_it_looked(tmp_path):
+    """An installed harness (no pyproject.toml beside it) run outside any project: one line and
+    exit 2 saying no table was found from this folder up, not that a file named after the
+    harness's own checkout is missing."""
+    import shutil
+
+    shutil.copytree(REPO_ROOT / "gemmbench", tmp_path / "site" / "gemmbench")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in (config.ENV, "ASV_CONF_DIR")}
+    done = subprocess.run(
+        [sys.executable, "-m", "gemmbench", "report", "--variants", "x"],
+        cwd=elsewhere,
+        env={**env, "PYTHONPATH": str(tmp_path / "site")},
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 2, done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert f"no pyproject.toml with a [tool.gemmbench] table in {elsewhere} or above" in line
+
+
 def test_cli_bad_table_is_one_line(tmp_path):
     """Any command run under a broken table exits 2 with one line naming the key."""
     write(
