@@ -383,9 +383,8 @@ def _load(path: Path) -> Config:
         with path.open("rb") as f:
             data = tomllib.load(f)
     except FileNotFoundError:
-        if (
-            path == HARNESS_PYPROJECT
-        ):  # the search found no table, and an installed harness has none
+        # The search found no table, and an installed harness has no pyproject.toml of its own.
+        if path == HARNESS_PYPROJECT:
             raise ConfigError(
                 f"no pyproject.toml with a [tool.gemmbench] table in {Path.cwd()} or above; run "
                 f"in the project's folder, or set {ENV} to its pyproject.toml"

@@ -385,12 +385,11 @@ def load(path: str | Path | None = None, *, expand_cases: bool = True) -> Thresh
 
     if not problems:
         sections["gate"] = {**_OPTIONAL["gate"], **sections["gate"]}
-        gates = {"gate.": sections["gate"]} if expand_cases else {}
+    if not problems and expand_cases:
+        _expand_patterns(sections["gate"], "gate.", problems)
         for gpu, tables in overrides.items():
-            if "gate" in tables and expand_cases:
-                gates[f'gpu."{gpu}".gate.'] = tables["gate"]
-        for label, gate_table in gates.items():
-            _expand_patterns(gate_table, label, problems)
+            if "gate" in tables:
+                _expand_patterns(tables["gate"], f'gpu."{gpu}".gate.', problems)
     if not problems:
         gate = GateSettings(**sections["gate"])
         _cross_check(gate, "", problems)
