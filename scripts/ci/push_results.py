@@ -14,14 +14,14 @@ another machine's folder, an oversize file, too many files) refuses the whole pu
 exit 6 (a bad runner list 2; a git or file-system failure 4). Every file is validated first:
 results, run logs and machine.json by `gemmbench check-results`, gpu-homes.tsv and benchmarks.json
 (the first listed machine's) by artifact_checks.py.
-Git runs with hooks and fsmonitor off; $GH_TOKEN reaches `git fetch` and `git push` alone, through
-the environment. Writes pushed=true|false to $GITHUB_OUTPUT (true when the branch holds these).
+Git runs with hooks and fsmonitor off (safe_git.py); $GH_TOKEN reaches `git fetch` and `git push`
+alone, through the environment. Writes pushed=true|false to $GITHUB_OUTPUT (true when the branch
+holds these).
 """
 
 from __future__ import annotations
 
 import argparse
-import base64
 import json
 import os
 import re
@@ -33,6 +33,7 @@ import time
 from pathlib import Path
 
 from artifact_checks import homes_problem, index_problem
+from safe_git import SECRETS, clean_env, git
 
 # The harness's one exit-code table (docs/exit-codes.md); gemmbench/exitcodes.py imports nothing.
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
@@ -58,14 +59,6 @@ MAX_TOTAL_BYTES = 256 * 1024 * 1024
 # A machine's folder holds one result file per benchmarked commit and environment, plus run logs.
 MAX_FILES = 50_000
 ATTEMPTS = 5
-# Settings every git call gets: no repository hooks, no fsmonitor command, no pager or prompt.
-SAFE_GIT = {
-    "core.hooksPath": "/dev/null",
-    "core.fsmonitor": "false",
-    "core.pager": "cat",
-}
-# Never passed to a git call that does not need the network, nor to check-results.
-SECRETS = ("GH_TOKEN", "GITHUB_TOKEN", "ACTIONS_RUNTIME_TOKEN", "ACTIONS_ID_TOKEN_REQUEST_TOKEN")
 
 
 class Refused(Exception):
@@ -226,36 +219,6 @@ def collect(
     if total > max_total:
         raise Refused(f"the artifacts hold {total} bytes, over the limit of {max_total}")
     return files, index
-
-
-def clean_env(token: str | None = None) -> dict[str, str]:
-    """The environment for a git or check-results call: no secrets, safe git settings, and the
-    token's auth header only when TOKEN is given (for fetch and push)."""
-    env = {
-        k: v for k, v in os.environ.items() if k not in SECRETS and not k.startswith("GIT_CONFIG_")
-    }
-    settings = dict(SAFE_GIT)
-    if token:
-        auth = base64.b64encode(f"x-access-token:{token}".encode()).decode()
-        settings["http.https://github.com/.extraheader"] = f"AUTHORIZATION: basic {auth}"
-    env["GIT_CONFIG_COUNT"] = str(len(settings))
-    for i, (key, value) in enumerate(settings.items()):
-        env[f"GIT_CONFIG_KEY_{i}"] = key
-        env[f"GIT_CONFIG_VALUE_{i}"] = value
-    env["GIT_TERMINAL_PROMPT"] = "0"
-    return env
-
-
-def git(repo: Path, *args: str, token: str | None = None, check: bool = True):
-    """Runs git in REPO with the safe settings (and the token for fetch and push only)."""
-    assert token is None or args[0] in ("fetch", "push"), "the token is for fetch and push only"
-    return subprocess.run(
-        ["git", "-C", str(repo), *args],
-        env=clean_env(token),
-        check=check,
-        capture_output=True,
-        text=True,
-    )
 
 
 def validate(files: dict[str, dict[str, Path]], index: Path | None, python: str) -> None:
