@@ -36,7 +36,6 @@ benchmark processes) through ``GEMMBENCH_CONFIG``.
 
 from __future__ import annotations
 
-import difflib
 import functools
 import importlib
 import math
@@ -51,6 +50,8 @@ try:
     import tomllib
 except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib
+
+from .toml_files import read_problem, unknown_key
 
 ENV = "GEMMBENCH_CONFIG"
 HARNESS_PYPROJECT = Path(__file__).resolve().parent.parent / "pyproject.toml"
@@ -225,12 +226,6 @@ _TOP = {
 _BUDGET_INTS = ("max_registers", "max_spill_bytes", "max_stack_frame_bytes", "max_shared_bytes")
 
 
-def _unknown(label: str, known) -> str:
-    close = difflib.get_close_matches(label.rsplit(".", 1)[-1], list(known), n=1)
-    hint = f" (did you mean {close[0]!r}?)" if close else ""
-    return f"{label} is not a known key{hint}; known keys: {', '.join(known)}"
-
-
 def _text(value) -> bool:  # no control character (TOML's "\u0000", say) is in a name or path
     return isinstance(value, str) and bool(value.strip()) and value.isprintable()
 
@@ -260,7 +255,7 @@ def _shapes(table, problems: list[str]) -> dict[str, tuple[Shape, ...]]:
     shapes = {}
     for name, values in table.items():
         if name not in SHAPE_SETS:
-            problems.append(_unknown(f"shapes.{name}", SHAPE_SETS))
+            problems.append(unknown_key(f"shapes.{name}", SHAPE_SETS))
             continue
         if not isinstance(values, list) or not values:
             problems.append(f"shapes.{name} must be a non-empty list of shapes, got {values!r}")
@@ -302,7 +297,7 @@ def _budgets(table, problems: list[str]) -> Budgets:
             else:
                 problems.append(f"budgets.registers must map kernel names to counts, got {value!r}")
         else:
-            problems.append(_unknown(f"budgets.{key}", ["arch", *_BUDGET_INTS, "registers"]))
+            problems.append(unknown_key(f"budgets.{key}", ["arch", *_BUDGET_INTS, "registers"]))
     return Budgets(**values)
 
 
@@ -315,7 +310,7 @@ def parse(data: Mapping, path: Path) -> Config:
     problems: list[str] = []
     for key in table:
         if key not in _TOP:
-            problems.append(_unknown(key, _TOP))
+            problems.append(unknown_key(key, _TOP))
     package = _string(table, "package", problems, module=True)
     if package is None and "package" not in table:
         problems.append(f"package is missing; it must be {_TOP['package']}")
@@ -391,17 +386,8 @@ def _load(path: Path) -> Config:
             ) from None
         raise ConfigError(f"{path}: configuration file not found ({ENV})") from None
     except (OSError, ValueError, RecursionError) as exc:
-        raise ConfigError(f"{path}: cannot read the configuration: {toml_problem(exc)}") from None
+        raise ConfigError(f"{path}: cannot read the configuration: {read_problem(exc)}") from None
     return parse(data, path)
-
-
-def toml_problem(exc: Exception) -> str:
-    """Why tomllib could not read a file, in words (ValueError: not UTF-8, or not TOML)."""
-    if isinstance(exc, UnicodeDecodeError):  # tomllib decodes the whole file before parsing
-        return f"byte {exc.start} is not UTF-8; save it as UTF-8 TOML"
-    if isinstance(exc, RecursionError):
-        return "nested too deeply to parse"
-    return str(getattr(exc, "strerror", None) or exc)
 
 
 def load(path: str | Path | None = None) -> Config:

@@ -9,7 +9,6 @@ patterns such as "*-4096" match case names, in ``canary`` too) and ``tolerances`
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import math
 import re
 from collections.abc import Callable, Mapping
@@ -24,6 +23,7 @@ except ModuleNotFoundError:  # Python 3.10
 
 from . import config as config_mod
 from .stats import smallest_p
+from .toml_files import read_problem, unknown_key
 
 # Bounds in the file and on the command line: 200 rounds of the default cases take an hour.
 MAX_ROUNDS, MAX_SAMPLES = 200, 1000
@@ -187,12 +187,6 @@ def merge_floors(floors: tuple[Floor, ...], overrides: tuple[Floor, ...]) -> tup
     return tuple(merged.values())
 
 
-def _unknown(name: str, known) -> str:
-    close = difflib.get_close_matches(name.rsplit(".", 1)[-1], list(known), n=1)
-    hint = f" (did you mean {close[0]!r}?)" if close else ""
-    return f"{name} is not a known key{hint}; known keys: {', '.join(known)}"
-
-
 def _check_table(
     table, label: str, spec: Mapping[str, _Key], required: bool, problems: list[str]
 ) -> dict:
@@ -203,7 +197,7 @@ def _check_table(
     checked = {}
     for name, value in table.items():
         if name not in spec:
-            problems.append(_unknown(f"{label}.{name}", spec))
+            problems.append(unknown_key(f"{label}.{name}", spec))
             continue
         converted = _convert(spec[name], value)
         if converted is None or not spec[name].valid(converted):
@@ -343,7 +337,7 @@ def load(path: str | Path | None = None, *, expand_cases: bool = True) -> Thresh
             f"{path}: thresholds file not found (pass --thresholds PATH)"
         ) from None
     except (OSError, ValueError, RecursionError) as exc:  # ValueError: not UTF-8, or not TOML
-        why = config_mod.toml_problem(exc)
+        why = read_problem(exc)
         raise ThresholdsError(f"{path}: cannot read thresholds: {why}") from None
 
     problems: list[str] = []
@@ -373,7 +367,7 @@ def load(path: str | Path | None = None, *, expand_cases: bool = True) -> Thresh
         overrides[gpu] = {}
         for section, table in tables.items():
             if section not in _SECTIONS:
-                problems.append(_unknown(f"{label}.{section}", _SECTIONS))
+                problems.append(unknown_key(f"{label}.{section}", _SECTIONS))
                 continue
             spec = _SECTIONS[section][0]
             overrides[gpu][section] = _check_table(
@@ -381,7 +375,7 @@ def load(path: str | Path | None = None, *, expand_cases: bool = True) -> Thresh
             )
 
     for name in set(data) - {"speedups", "gate", "gpu"}:
-        problems.append(_unknown(name, ["speedups", "gate", "gpu"]))
+        problems.append(unknown_key(name, ["speedups", "gate", "gpu"]))
 
     if not problems:
         sections["gate"] = {**_OPTIONAL["gate"], **sections["gate"]}
