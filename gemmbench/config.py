@@ -46,12 +46,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-try:
-    import tomllib
-except ModuleNotFoundError:  # Python 3.10
-    import tomli as tomllib
-
-from .toml_files import read_problem, unknown_key
+from .toml_files import read_problem, read_toml, unknown_key
 
 ENV = "GEMMBENCH_CONFIG"
 HARNESS_PYPROJECT = Path(__file__).resolve().parent.parent / "pyproject.toml"
@@ -375,8 +370,7 @@ def find(start: Path | None = None, fallback: Path | None = HARNESS_PYPROJECT) -
 @functools.cache
 def _load(path: Path) -> Config:
     try:
-        with path.open("rb") as f:
-            data = tomllib.load(f)
+        data = read_toml(path)
     except FileNotFoundError:
         # The search found no table, and an installed harness has no pyproject.toml of its own.
         if path == HARNESS_PYPROJECT:

@@ -16,11 +16,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from gemmbench.git import GitError, git, git_show
-
-try:
-    import tomllib
-except ModuleNotFoundError:  # Python 3.10
-    import tomli as tomllib
+from gemmbench.toml_files import parse_toml
 
 
 class HistoryError(RuntimeError):
@@ -211,7 +207,7 @@ def build_requires(repo: Path, sha: str) -> list[str]:
     """The [build-system] requires of ``sha``'s pyproject.toml; none when it has no such file
     or list (pip then says what is wrong as it installs the commit)."""
     try:
-        data = tomllib.loads(git_show(repo, f"{sha}:pyproject.toml").decode())
+        data = parse_toml(git_show(repo, f"{sha}:pyproject.toml").decode())
     except (GitError, ValueError):
         return []
     system = data.get("build-system")

@@ -16,14 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 
-try:
-    import tomllib
-except ModuleNotFoundError:  # Python 3.10
-    import tomli as tomllib
-
 from . import config as config_mod
 from .stats import smallest_p
-from .toml_files import read_problem, unknown_key
+from .toml_files import read_problem, read_toml, unknown_key
 
 # Bounds in the file and on the command line: 200 rounds of the default cases take an hour.
 MAX_ROUNDS, MAX_SAMPLES = 200, 1000
@@ -330,8 +325,7 @@ def load(path: str | Path | None = None, *, expand_cases: bool = True) -> Thresh
     """
     path = Path(path) if path else default_path()
     try:
-        with path.open("rb") as f:
-            data = tomllib.load(f)
+        data = read_toml(path)
     except FileNotFoundError:
         raise ThresholdsError(
             f"{path}: thresholds file not found (pass --thresholds PATH)"

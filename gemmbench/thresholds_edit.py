@@ -7,13 +7,9 @@ import json
 import re
 from pathlib import Path
 
-try:
-    import tomllib
-except ModuleNotFoundError:  # Python 3.10
-    import tomli as tomllib
-
 from . import files
 from . import thresholds as thresholds_mod
+from .toml_files import TOMLDecodeError, parse_toml
 
 MARKER = "# calibrated by `gemmbench calibrate`"
 CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -46,8 +42,8 @@ def table_keys(line: str) -> list[str] | None:
     if not line.lstrip().startswith("[") or line.lstrip().startswith("[["):
         return None
     try:
-        table = tomllib.loads(line)
-    except tomllib.TOMLDecodeError:
+        table = parse_toml(line)
+    except TOMLDecodeError:
         return None
     keys = []
     while isinstance(table, dict) and len(table) == 1:

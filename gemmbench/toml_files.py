@@ -1,8 +1,35 @@
-"""How the harness words what is wrong with one of its TOML files: unreadable, or a key it does not know."""
+"""The harness's TOML files: parsed on any supported Python, and what is wrong with one, in words.
+
+The standard library's tomllib from Python 3.11; on 3.10 the same parser, tomli, which the
+package depends on there. Only the standard library is imported on 3.11 and later, so the hosted
+CI scripts that read thresholds.toml or the configuration (scripts/ci/alert.py, pr_comment.py)
+still run on a bare interpreter.
+"""
 
 from __future__ import annotations
 
 import difflib
+from pathlib import Path
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
+
+# What parse_toml raises for text that is not TOML (a ValueError).
+TOMLDecodeError = tomllib.TOMLDecodeError
+
+
+def read_toml(path: Path) -> dict:
+    """The TOML file at ``path``, parsed: OSError if it cannot be opened, ValueError (or
+    RecursionError) if it is not UTF-8 TOML; read_problem words any of them."""
+    with path.open("rb") as f:
+        return tomllib.load(f)
+
+
+def parse_toml(text: str) -> dict:
+    """``text`` parsed as TOML; TOMLDecodeError if it is not."""
+    return tomllib.loads(text)
 
 
 def read_problem(exc: Exception) -> str:
