@@ -3,7 +3,6 @@ owner set it, checked through a stand-in of the REST API (issue events, collabor
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from pathlib import Path
@@ -128,12 +127,35 @@ def test_a_pass_needs_no_label(tmp_path):
     assert state.requests[0]["body"]["state"] == "success"
 
 
-def test_labels_do_not_pass_other_failures(tmp_path):
-    """An owner's label accepts a regression, never an inconclusive or broken run."""
-    folder = write_artifacts(tmp_path, {"m": gate_record(status="inconclusive")})
+def _at_fault(verdict: str) -> dict:
+    """A 2% regression whose head also broke (or had refused) another benchmark."""
+    record = gate_record(1.02)
+    record["benchmarks"].append({"name": "tiled-4096", "verdict": verdict, "detail": "why"})
+    return record
+
+
+@pytest.mark.parametrize(
+    "records",
+    [
+        {"m": gate_record(status="inconclusive")},
+        {"m": _at_fault("broken on head")},
+        {"m": _at_fault("refused on head")},
+        {"a": gate_record(1.02), "b": gate_record(status="inconclusive")},
+        {"a": gate_record(1.02), "b": gate_record(status="infrastructure failure")},
+    ],
+    ids=["inconclusive", "broken", "refused", "other runner inconclusive", "other runner failed"],
+)
+def test_labels_do_not_pass_other_failures(tmp_path, records):
+    """An owner's label accepts slower benchmarks only: never an inconclusive run, a benchmark
+    broken or refused on head, nor a regression on one runner while another could not judge."""
+    folder = write_artifacts(tmp_path / "gates", records)
     state = State(REPO, TOKEN)
     state.events[7] = [labeled("alice")]
     (tmp_path / "CODEOWNERS").write_text(CODEOWNERS)
     with StandIn(state) as api:
-        run(api.url, folder, tmp_path / "CODEOWNERS", "--status")
-    assert json.dumps(state.requests[-1]["body"]).count("failure") == 1
+        status = run(api.url, folder, tmp_path / "CODEOWNERS", "--status")
+        comment = run(api.url, folder, tmp_path / "CODEOWNERS")
+    assert status.returncode == 0 and comment.returncode == 0, status.stderr + comment.stderr
+    posted = [r["body"] for r in state.requests if r["path"].endswith(f"/statuses/{HEAD}")]
+    assert [p["state"] for p in posted] == ["failure"]
+    assert "accepted" not in state.comments[0]["body"]

@@ -71,6 +71,9 @@ CELLS = {
 }
 STATUS_CONTEXT = "gemmbench/gate"
 MOVED = ("slower", "faster", "uncertain", "broken on head", "refused on head")
+# What a label may accept: slower benchmarks. A head that broke a benchmark or whose timings were
+# refused is no trade-off, and a runner that could not tell (inconclusive, failed) judged nothing.
+HEAD_AT_FAULT = ("broken on head", "refused on head")
 DASHBOARD_URL = re.compile(r"https://[A-Za-z0-9.-]+(?::\d+)?(?:/[A-Za-z0-9._~%/-]*)?")
 # The asv suite's GEMM benchmark, and how a gate case name (variant-n) maps to its parameters.
 ASV_BENCHMARK = "bench_gemm.Gemm.time_gemm"
@@ -150,6 +153,16 @@ def chart(bench: Bench) -> list[str]:
         "```",
         "",
     ]
+
+
+def acceptable(gates: list[Gate]) -> bool:
+    """Whether a label may pass GATES: a regression somewhere, every other runner passed, and
+    every benchmark at fault only slower (none broken or refused on head)."""
+    return (
+        any(g.status == "regression" for g in gates)
+        and all(g.status in ("pass", "regression") for g in gates)
+        and not any(b.verdict in HEAD_AT_FAULT for g in gates for b in g.benchmarks)
+    )
 
 
 def headline(gates: list[Gate], accepted: accept.Acceptance | None) -> str:
@@ -319,9 +332,14 @@ def main(argv: list[str] | None = None) -> int:
             )
             return 0
         accepted = None
-        if error is None and args.accept_label and any(g.status == "regression" for g in gates):
+        if error is None and args.accept_label and acceptable(gates):
             since = accept.when(args.run_created) if args.run_created else None
             accepted = accept.check(api, pr, args.accept_label, args.codeowners, since)
+        elif error is None and args.accept_label and any(g.status == "regression" for g in gates):
+            print(
+                "accept: no label passes this run: a benchmark broke or was refused on head, "
+                "or another runner did not pass"
+            )
         if args.status:
             state, description = commit_status(gates, accepted, error)
             api.request(
