@@ -151,6 +151,30 @@ class TestRender:
         assert "line [3, 3.001," in body and "line [3.06, 3.061," in body
         assert 'y-axis "ms" 2.97 --> 3.102' in body
 
+    @pytest.mark.parametrize(
+        ("name", "shape"),
+        [
+            ("coarsened-2048", "2048x2048x2048"),
+            ("tiled-16384x64x4096", "16384x64x4096"),
+            ("coarsened-2047", None),  # a gate shape the asv suite does not measure
+            ("coarsened-2048x2048x2047", None),
+        ],
+    )
+    def test_dashboard_links_only_graphs_asv_has(self, name, shape):
+        """A benchmark that moved links to its asv graph only when the suite measures its shape;
+        an empty graph would read as no history."""
+        record = gate_record(1.02)
+        record["benchmarks"][0]["name"] = name
+        body = pr_comment.render([gate_artifact.parse(json.dumps(record), "m")], HEAD, "https://d/")
+        if shape is None:
+            assert "[dashboard](" not in body
+        else:
+            variant = name.split("-")[0]
+            assert (
+                f"(https://d/#{pr_comment.ASV_BENCHMARK}?p-variant='{variant}'&p-shape='{shape}')"
+                in body
+            )
+
     def test_free_text_cannot_inject(self):
         """Reasons, notes and details (free text) reach the comment only inside code spans: a
         link, an image, HTML, a mention or a fence break nothing."""

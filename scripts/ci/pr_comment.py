@@ -75,9 +75,10 @@ MOVED = ("slower", "faster", "uncertain", "broken on head", "refused on head")
 # refused is no trade-off, and a runner that could not tell (inconclusive, failed) judged nothing.
 HEAD_AT_FAULT = ("broken on head", "refused on head")
 DASHBOARD_URL = re.compile(r"https://[A-Za-z0-9.-]+(?::\d+)?(?:/[A-Za-z0-9._~%/-]*)?")
-# The asv suite's GEMM benchmark, and how a gate case name (variant-n) maps to its parameters.
+# The asv suite's GEMM benchmark, and how a gate case name (variant-n, variant-AxBxC) maps to
+# its parameters.
 ASV_BENCHMARK = "bench_gemm.Gemm.time_gemm"
-CASE = re.compile(r"([a-z][a-z0-9_]*)-(\d{1,6})")
+CASE = re.compile(r"([a-z][a-z0-9_]*)-(\d{1,6}(?:x\d{1,6}){0,2})")
 
 
 def code(text: str, limit: int = 300) -> str:
@@ -92,13 +93,24 @@ def code(text: str, limit: int = 300) -> str:
     return f"`{clean}`" if clean else ""
 
 
-def dashboard_link(base: str | None, name: str) -> str | None:
-    """The asv dashboard graph of gate case NAME (variant-n is time_gemm at n×n×n), or None."""
+def suite_shapes() -> set[str]:
+    """The asv suite's shape labels ("4096x4096x4096"): the only shapes the dashboard graphs."""
+    config = harness_config.load()
+    return {harness_config.shape_label(shape) for shape in config.shape_set("suite")}
+
+
+def dashboard_link(base: str | None, name: str, shapes: set[str]) -> str | None:
+    """The asv dashboard graph of gate case NAME (variant-n is time_gemm at n×n×n), or None when
+    the asv suite, whose shapes are SHAPES, does not measure that shape (its graph is empty)."""
     match = CASE.fullmatch(name)
     if not base or not match:
         return None
-    variant, n = match.groups()
-    return f"{base.rstrip('/')}/#{ASV_BENCHMARK}?p-variant='{variant}'&p-shape='{n}x{n}x{n}'"
+    variant, size = match.groups()
+    dims = size.split("x")
+    shape = "x".join(dims * 3) if len(dims) == 1 else size
+    if shape not in shapes:
+        return None
+    return f"{base.rstrip('/')}/#{ASV_BENCHMARK}?p-variant='{variant}'&p-shape='{shape}'"
 
 
 def _unit(values) -> tuple[float, str]:
@@ -188,10 +200,11 @@ def _machine_section(gate: Gate, dashboard: str | None) -> list[str]:
             "| benchmark | base | head | ratio | verdict | graph |",
             "|---|--:|--:|--:|---|---|",
         ]
+        shapes = suite_shapes()
         for b in gate.benchmarks:
             ratio = f"{b.ratio:.3f}" if b.ratio is not None else "—"
             verdict = CELLS[b.verdict] + (f": {code(b.detail)}" if b.detail else "")
-            link = dashboard_link(dashboard, b.name) if b.verdict in MOVED else None
+            link = dashboard_link(dashboard, b.name, shapes) if b.verdict in MOVED else None
             name = b.name + (" (canary)" if b.canary else "")
             cells = [name, _seconds(b.base_median_s), _seconds(b.head_median_s), ratio, verdict]
             cells.append(f"[dashboard]({link})" if link else "")
