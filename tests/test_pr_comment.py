@@ -20,6 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 CI = ROOT / "scripts" / "ci"
 sys.path.insert(0, str(CI))
 
+import comment_markdown  # noqa: E402
 import gate_artifact  # noqa: E402
 import pr_comment  # noqa: E402
 
@@ -73,8 +74,16 @@ class TestVocabulary:
     def test_words_match_the_gate(self):
         """The allowed status and verdict words are exactly the gate's."""
         assert set(gate_artifact.STATUSES) == set(gate_decision.EXIT_CODES)
-        assert set(gate_artifact.VERDICTS) == set(gate_decision.VERDICTS) == set(pr_comment.CELLS)
-        assert set(pr_comment.HEADLINES) == set(gate_artifact.STATUSES) == set(pr_comment.RANK)
+        assert (
+            set(gate_artifact.VERDICTS)
+            == set(gate_decision.VERDICTS)
+            == set(comment_markdown.CELLS)
+        )
+        assert (
+            set(comment_markdown.HEADLINES)
+            == set(gate_artifact.STATUSES)
+            == set(comment_markdown.RANK)
+        )
 
 
 class TestValidation:
@@ -171,7 +180,7 @@ class TestRender:
         else:
             variant = name.split("-")[0]
             assert (
-                f"(https://d/#{pr_comment.ASV_BENCHMARK}?p-variant='{variant}'&p-shape='{shape}')"
+                f"(https://d/#{comment_markdown.ASV_BENCHMARK}?p-variant='{variant}'&p-shape='{shape}')"
                 in body
             )
 

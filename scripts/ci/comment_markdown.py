@@ -1,0 +1,227 @@
+"""The pull-request comment's Markdown: each runner's verdict, table, dashboard links and charts."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import accept  # noqa: E402
+from gate_artifact import Bench, Gate  # noqa: E402
+
+# The default branch's own harness, for the title and shapes its [tool.gemmbench] table gives.
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from gemmbench import config as harness_config  # noqa: E402
+
+
+def gate_title() -> str:
+    """The gate's headline name from the default branch's configuration ("GEMM performance gate")."""
+    return harness_config.load().gate_title
+
+
+MARKER = "<!-- gemmbench-gate -->"
+HEADLINES = {
+    "pass": "✅ pass",
+    "regression": "❌ regression",
+    "usage error": "⚠️ usage error",
+    "inconclusive": "⚠️ inconclusive: rerun",
+    "infrastructure failure": "⚠️ infrastructure failure",
+    "interrupted": "⚠️ interrupted",
+}
+# The PR's headline is its worst machine's: a regression anywhere outranks everything else.
+RANK = (
+    "regression",
+    "usage error",
+    "infrastructure failure",
+    "inconclusive",
+    "interrupted",
+    "pass",
+)
+CELLS = {
+    "same": "✅ same",
+    "faster": "✅ faster",
+    "slower": "❌ slower",
+    "unstable": "⚠️ unstable",
+    "uncertain": "⚠️ uncertain",
+    "drift": "⚠️ drift",
+    "broken on head": "❌ broken on head",
+    "new on head": "— new on head",
+    "refused on head": "❌ refused on head",
+}
+MOVED = ("slower", "faster", "uncertain", "broken on head", "refused on head")
+# The asv suite's GEMM benchmark, and how a gate case name (variant-n, variant-AxBxC) maps to
+# its parameters.
+ASV_BENCHMARK = "bench_gemm.Gemm.time_gemm"
+CASE = re.compile(r"([a-z][a-z0-9_]*)-(\d{1,6}(?:x\d{1,6}){0,2})")
+
+
+def code(text: str, limit: int = 300) -> str:
+    """TEXT as one inline code span: no Markdown, link, image, HTML or @mention inside it works.
+
+    Backticks become ', control characters and newlines spaces; long text is cut at LIMIT.
+    """
+    clean = "".join(" " if (ord(ch) < 32 or ord(ch) == 127) else ch for ch in text)
+    clean = " ".join(clean.replace("`", "'").split())
+    if len(clean) > limit:
+        clean = clean[: limit - 1] + "…"
+    return f"`{clean}`" if clean else ""
+
+
+def suite_shapes() -> set[str]:
+    """The asv suite's shape labels ("4096x4096x4096"): the only shapes the dashboard graphs."""
+    config = harness_config.load()
+    return {harness_config.shape_label(shape) for shape in config.shape_set("suite")}
+
+
+def dashboard_link(base: str | None, name: str, shapes: set[str]) -> str | None:
+    """The asv dashboard graph of gate case NAME (variant-n is time_gemm at n×n×n), or None when
+    the asv suite, whose shapes are SHAPES, does not measure that shape (its graph is empty)."""
+    match = CASE.fullmatch(name)
+    if not base or not match:
+        return None
+    variant, size = match.groups()
+    dims = size.split("x")
+    shape = "x".join(dims * 3) if len(dims) == 1 else size
+    if shape not in shapes:
+        return None
+    return f"{base.rstrip('/')}/#{ASV_BENCHMARK}?p-variant='{variant}'&p-shape='{shape}'"
+
+
+def _unit(values) -> tuple[float, str]:
+    top = max(values)
+    if top >= 1:
+        return 1.0, "s"
+    if top >= 1e-3:
+        return 1e3, "ms"
+    return 1e6, "µs"
+
+
+def _seconds(value: float | None) -> str:
+    if value is None:
+        return "—"
+    scale, unit = _unit([value])
+    return f"{value * scale:.3f} {unit}"
+
+
+# Two lines on one small chart: blue for the base, red for the head (Mermaid's xychart has no
+# legend, so the title says which is which).
+CHART_INIT = (
+    '%%{init: {"xyChart": {"width": 640, "height": 260}, "themeVariables": '
+    '{"xyChart": {"plotColorPalette": "#1f77b4, #d62728"}}}}%%'
+)
+
+
+def chart(bench: Bench) -> list[str]:
+    """A Mermaid xychart-beta of the base's and the head's per-round medians.
+
+    The y axis spans the data plus 1% each side, so run-to-run noise looks as small as it is
+    next to a step of a few per cent.
+    """
+    if not bench.base_rounds_s or not bench.head_rounds_s:
+        return []
+    values = bench.base_rounds_s + bench.head_rounds_s
+    scale, unit = _unit(values)
+    rounds = max(len(bench.base_rounds_s), len(bench.head_rounds_s))
+
+    def series(values):
+        return "[" + ", ".join(f"{v * scale:.4g}" for v in values) + "]"
+
+    low, high = min(values) * scale * 0.99, max(values) * scale * 1.01
+    return [
+        "```mermaid",
+        CHART_INIT,
+        "xychart-beta",
+        f'    title "{bench.name}: {unit} per round, blue base, red head"',
+        "    x-axis [" + ", ".join(str(i) for i in range(1, rounds + 1)) + "]",
+        f'    y-axis "{unit}" {low:.4g} --> {high:.4g}',
+        f"    line {series(bench.base_rounds_s)}",
+        f"    line {series(bench.head_rounds_s)}",
+        "```",
+        "",
+    ]
+
+
+def headline(gates: list[Gate], accepted: accept.Acceptance | None) -> str:
+    status = min((g.status for g in gates), key=RANK.index)
+    if status == "regression" and accepted:
+        return f"✅ regression accepted by @{accepted.login}"
+    return HEADLINES[status]
+
+
+def _machine_section(gate: Gate, dashboard: str | None) -> list[str]:
+    where = code(gate.machine)
+    if gate.gpu:
+        where = f"{where} ({code(gate.gpu)})" if where else code(gate.gpu)
+    lines = [f"#### {HEADLINES[gate.status]}" + (f" on {where}" if where else ""), ""]
+    if gate.tolerance is not None and gate.alpha is not None and gate.rounds:
+        lines += [
+            f"{gate.rounds} interleaved rounds. A benchmark fails when head is more than "
+            f"{gate.tolerance:.1%} slower with p < {gate.alpha:g}.",
+            "",
+        ]
+    if gate.benchmarks:
+        lines += [
+            "| benchmark | base | head | ratio | verdict | graph |",
+            "|---|--:|--:|--:|---|---|",
+        ]
+        shapes = suite_shapes()
+        for b in gate.benchmarks:
+            ratio = f"{b.ratio:.3f}" if b.ratio is not None else "—"
+            verdict = CELLS[b.verdict] + (f": {code(b.detail)}" if b.detail else "")
+            link = dashboard_link(dashboard, b.name, shapes) if b.verdict in MOVED else None
+            name = b.name + (" (canary)" if b.canary else "")
+            cells = [name, _seconds(b.base_median_s), _seconds(b.head_median_s), ratio, verdict]
+            cells.append(f"[dashboard]({link})" if link else "")
+            lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+        lines.append("")
+    for text in gate.reasons + gate.notes:
+        lines.append(f"- {code(text)}")
+    if gate.reasons or gate.notes:
+        lines.append("")
+    charts = [line for b in gate.benchmarks for line in chart(b)]
+    if charts:
+        lines += ["<details><summary>Per-round medians, base and head</summary>", ""]
+        lines += charts + ["", "</details>", ""]
+    return lines
+
+
+def render(
+    gates: list[Gate],
+    head_sha: str,
+    dashboard: str | None = None,
+    accepted: accept.Acceptance | None = None,
+) -> str:
+    """The whole comment for GATES (one per GPU runner) of the PR's HEAD_SHA."""
+    lines = [MARKER, f"### {gate_title()}: {headline(gates, accepted)}", ""]
+    base = next((g.base_sha for g in gates if g.base_sha), None)
+    lines += [
+        f"Head `{head_sha[:10]}`"
+        + (f" against base `{base[:10]}` (merge-base)" if base else "")
+        + ", judged by the base's harness and thresholds.",
+        "",
+    ]
+    if accepted:
+        slower = sorted({b.name for g in gates for b in g.benchmarks if b.verdict == "slower"})
+        what = ", ".join(slower) or "the regression"
+        lines += [
+            f"> [!NOTE]\n> @{accepted.login} ({accepted.why}) accepted {what} with the "
+            f"`{accepted.label}` label.",
+            "",
+        ]
+    for gate in gates:
+        lines += _machine_section(gate, dashboard)
+    lines.append(
+        "<sub>ratio = head ÷ base, medians of the per-round medians; p from a one-sided "
+        "Mann-Whitney U test. This comment is edited on each push.</sub>"
+    )
+    return "\n".join(lines) + "\n"
+
+
+def refused(head_sha: str, reason: str) -> str:
+    """The comment for an artifact that failed validation: the reason, escaped."""
+    return (
+        f"{MARKER}\n### {gate_title()}: ⚠️ no verdict\n\n"
+        f"The gate's record for head `{head_sha[:10]}` was refused: {code(reason)}\n"
+    )
