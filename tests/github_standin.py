@@ -6,7 +6,8 @@ Endpoints (docs.github.com/rest, API version 2022-11-28):
 - GET /repos/{o}/{r}/issues?state=open&labels=L, POST /repos/{o}/{r}/issues;
 - GET /repos/{o}/{r}/issues/{n}/events, GET /repos/{o}/{r}/collaborators/{u}/permission;
 - GET /repos/{o}/{r}/commits/{sha}/pulls, POST /repos/{o}/{r}/statuses/{sha}.
-Lists honour per_page and page. Any other path answers 404. Run as a script it serves until
+Lists honour per_page and page; a comment or issue body over MAX_BODY characters answers 422, as
+GitHub's does. Any other path answers 404. Run as a script it serves until
 killed and writes its port to --port-file and its recorded requests to --record on each request.
 """
 
@@ -21,6 +22,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 BOT = "github-actions[bot]"
+MAX_BODY = 65_536  # GitHub: "body is too long (maximum is 65536 characters)"
 
 
 class State:
@@ -49,6 +51,8 @@ class State:
         if not path.startswith(prefix + "/"):
             return 404, {"message": "Not Found"}
         tail = path[len(prefix) :]
+        if method in ("POST", "PATCH") and len(str((body or {}).get("body", ""))) > MAX_BODY:
+            return 422, {"message": "Validation Failed", "errors": [{"field": "body"}]}
         if m := re.fullmatch(r"/issues/(\d+)/comments", tail):
             issue = int(m.group(1))
             if method == "GET":

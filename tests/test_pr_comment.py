@@ -259,6 +259,58 @@ class TestPosting:
         assert "refused" in proc.stderr and "Traceback" not in proc.stderr
         assert "no verdict" in state.comments[0]["body"]
 
+    def test_a_long_comment_fits_and_leads_with_the_regression(self, tmp_path):
+        """Three runners of 64 benchmarks would pass GitHub's 65,536-character limit (HTTP 422,
+        no comment at all): the charts, then the unchanged rows, are left out, and the slower
+        benchmark is the first row of its runner's table."""
+        records = {}
+        for machine in ("a", "b", "c"):
+            record = gate_record(1.02)
+            same = record["benchmarks"][1]
+            record["benchmarks"] = [{**same, "name": f"v{i}-4096"} for i in range(63)]
+            record["benchmarks"].append(gate_record(1.02)["benchmarks"][0])
+            records[machine] = record
+        state = State(REPO, TOKEN)
+        with StandIn(state) as api:
+            folder = write_artifacts(tmp_path, records)
+            proc = run_script(api.url, "--artifacts", str(folder), "--pr", "7")
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        body = state.comments[0]["body"]
+        assert len(body.encode()) <= comment_markdown.MAX_BODY
+        tables = body.split("|---|--:|--:|--:|---|---|\n")[1:]
+        assert len(tables) == 3
+        assert all(
+            t.startswith("| coarsened-4096 | 3.005 ms | 3.066 ms | 1.020 | ❌") for t in tables
+        )
+        assert body.count("Charts left out") == 3 and "xychart-beta" not in body
+
+    def test_unchanged_rows_go_before_a_regression_does(self):
+        """When the tables alone pass the limit, unchanged benchmarks are named in one line
+        instead of a row each; the slower one keeps its row."""
+        record = gate_record(1.02)
+        same = {**record["benchmarks"][1], "detail": "x" * 999}
+        record["benchmarks"] = [{**same, "name": f"v{i}-4096"} for i in range(63)]
+        record["benchmarks"].append(gate_record(1.02)["benchmarks"][0])
+        gates = [gate_artifact.parse(json.dumps(record), m) for m in "abcd"]
+        body = pr_comment.render(gates, HEAD)
+        assert len(body.encode()) <= comment_markdown.MAX_BODY
+        assert body.count("| coarsened-4096 | 3.005 ms | 3.066 ms | 1.020 | ❌ slower") == 4
+        assert body.count("Also ✅ same, left out for length: v0-4096, v1-4096") == 4
+
+    def test_a_comment_past_every_shortening_is_cut(self):
+        """Even with every row a regression, the comment ends within the limit, saying so."""
+        record = gate_record(1.02)
+        slow = record["benchmarks"][0]
+        record["benchmarks"] = [
+            {**slow, "name": f"v{i}-4096", "detail": "x" * 999} for i in range(64)
+        ]
+        gates = [gate_artifact.parse(json.dumps(record), m) for m in "abcd"]
+        body = pr_comment.render(gates, HEAD)
+        assert len(body.encode()) <= comment_markdown.MAX_BODY
+        assert body.endswith(
+            "cut at GitHub's size limit: each runner's gate job summary has it all.\n"
+        )
+
     def test_no_artifact_posts_nothing(self, tmp_path):
         """When the GPU job never ran there is nothing to post, and no request is made."""
         state = State(REPO, TOKEN)

@@ -50,6 +50,20 @@ CELLS = {
     "new on head": "— new on head",
     "refused on head": "❌ refused on head",
 }
+# A table lists what failed first and unchanged benchmarks last, so no failure sits below them.
+ORDER = (
+    "broken on head",
+    "refused on head",
+    "slower",
+    "drift",
+    "unstable",
+    "uncertain",
+    "faster",
+    "new on head",
+    "same",
+)
+# GitHub refuses a longer comment (HTTP 422); counted here in UTF-8 bytes, never fewer.
+MAX_BODY = 65_536
 MOVED = ("slower", "faster", "uncertain", "broken on head", "refused on head")
 # The asv suite's GEMM benchmark, and how a gate case name (variant-n, variant-AxBxC) maps to
 # its parameters.
@@ -150,7 +164,8 @@ def headline(gates: list[Gate], accepted: accept.Acceptance | None) -> str:
     return HEADLINES[status]
 
 
-def _machine_section(gate: Gate, dashboard: str | None) -> list[str]:
+def _machine_section(gate: Gate, dashboard: str | None, fit: int = 0) -> list[str]:
+    """One runner's part; FIT 1 leaves the charts out, 2 also the rows of unchanged benchmarks."""
     where = code(gate.machine)
     if gate.gpu:
         where = f"{where} ({code(gate.gpu)})" if where else code(gate.gpu)
@@ -161,13 +176,15 @@ def _machine_section(gate: Gate, dashboard: str | None) -> list[str]:
             f"{gate.tolerance:.1%} slower with p < {gate.alpha:g}.",
             "",
         ]
-    if gate.benchmarks:
+    rows = sorted(gate.benchmarks, key=lambda b: ORDER.index(b.verdict))
+    if rows:
         lines += [
             "| benchmark | base | head | ratio | verdict | graph |",
             "|---|--:|--:|--:|---|---|",
         ]
         shapes = suite_shapes()
-        for b in gate.benchmarks:
+        same = [b.name for b in rows if b.verdict == "same"] if fit >= 2 else []
+        for b in (b for b in rows if b.name not in same):
             ratio = f"{b.ratio:.3f}" if b.ratio is not None else "—"
             verdict = CELLS[b.verdict] + (f": {code(b.detail)}" if b.detail else "")
             link = dashboard_link(dashboard, b.name, shapes) if b.verdict in MOVED else None
@@ -176,12 +193,16 @@ def _machine_section(gate: Gate, dashboard: str | None) -> list[str]:
             cells.append(f"[dashboard]({link})" if link else "")
             lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
         lines.append("")
+        if same:
+            lines += [f"Also ✅ same, left out for length: {', '.join(same)}.", ""]
     for text in gate.reasons + gate.notes:
         lines.append(f"- {code(text)}")
     if gate.reasons or gate.notes:
         lines.append("")
-    charts = [line for b in gate.benchmarks for line in chart(b)]
-    if charts:
+    charts = [line for b in rows for line in chart(b)]
+    if charts and fit:
+        lines += ["Charts left out: the comment would pass GitHub's size limit.", ""]
+    elif charts:
         lines += ["<details><summary>Per-round medians, base and head</summary>", ""]
         lines += charts + ["", "</details>", ""]
     return lines
@@ -193,7 +214,18 @@ def render(
     dashboard: str | None = None,
     accepted: accept.Acceptance | None = None,
 ) -> str:
-    """The whole comment for GATES (one per GPU runner) of the PR's HEAD_SHA."""
+    """The whole comment for GATES (one per GPU runner) of the PR's HEAD_SHA, within MAX_BODY:
+    without charts if need be, then without unchanged benchmarks' rows, then cut."""
+    for fit in range(3):
+        body = _render(gates, head_sha, dashboard, accepted, fit)
+        if len(body.encode()) <= MAX_BODY:
+            return body
+    note = "\n\n… cut at GitHub's size limit: each runner's gate job summary has it all.\n"
+    kept = body.encode()[: MAX_BODY - len(note.encode())].decode(errors="ignore")
+    return kept[: kept.rfind("\n")] + note
+
+
+def _render(gates, head_sha, dashboard, accepted, fit: int) -> str:
     lines = [MARKER, f"### {gate_title()}: {headline(gates, accepted)}", ""]
     base = next((g.base_sha for g in gates if g.base_sha), None)
     lines += [
@@ -211,7 +243,7 @@ def render(
             "",
         ]
     for gate in gates:
-        lines += _machine_section(gate, dashboard)
+        lines += _machine_section(gate, dashboard, fit)
     lines.append(
         "<sub>ratio = head ÷ base, medians of the per-round medians; p from a one-sided "
         "Mann-Whitney U test. This comment is edited on each push.</sub>"
