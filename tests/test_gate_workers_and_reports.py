@@ -254,10 +254,12 @@ class TestOutputs:
         assert data["benchmarks"][1]["canary"] is True
 
     def test_format_seconds(self):
-        """Times get a unit that keeps three or four significant digits."""
+        """Times get a unit that keeps at least four significant digits, so a microsecond
+        kernel 2% slower does not show base and head as the same time."""
         assert format_seconds(2.5) == "2.500 s"
         assert format_seconds(5.25e-3) == "5.250 ms"
-        assert format_seconds(7.5e-6) == "7.5 µs"
+        assert format_seconds(7.5e-6) == "7.500 µs"
+        assert format_seconds(2.004e-6) != format_seconds(2.044e-6)
         assert format_seconds(None) == "—"
 
 

@@ -56,7 +56,7 @@ def format_seconds(seconds: float | None) -> str:
         return f"{seconds:.3f} s"
     if seconds >= 1e-3:
         return f"{seconds * 1e3:.3f} ms"
-    return f"{seconds * 1e6:.1f} µs"
+    return f"{seconds * 1e6:.3f} µs"
 
 
 def _cell(seconds: float | None, flops: int | None) -> str:
