@@ -116,7 +116,8 @@ def test_acceptance_under_act(tmp_path, setter, role, state_after):
 
 
 def plant_on_branch(scratch: Scratch, tmp_path, factors: list[float]) -> list[str]:
-    """Commits a planted history (tests/test_alert.py's plant) to origin's asv-results branch."""
+    """Commits a planted history (tests/test_alert.py's plant) of main's last commits, one
+    factor each, to origin's asv-results branch."""
     from gitrepo import git
     from test_alert import plant
 
@@ -124,7 +125,7 @@ def plant_on_branch(scratch: Scratch, tmp_path, factors: list[float]) -> list[st
     shutil.rmtree(clone, ignore_errors=True)
     subprocess.run(["git", "clone", "-q", "-b", "asv-results", str(scratch.origin), str(clone)],
                    check=True)  # fmt: skip
-    shas = plant(clone, factors)
+    shas = plant(clone, factors, shas=scratch.commits[-len(factors) :])
     git(clone, "add", "-A")
     git(
         clone,
@@ -162,12 +163,14 @@ def test_alert_job_under_act(tmp_path):
     ]
     state = State(REPO, TOKEN)
     logs = []
+    for number in range(9):  # main's history before the pushes: 10 commits
+        scratch.commit(f"earlier {number}")
     with StandIn(state) as api:
         extra = ["--secret", f"GITHUB_TOKEN={TOKEN}", "--env", f"GITHUB_API_URL={api.url}"]
         for push, factors in enumerate(([1.0] * 10 + [1.02], [1.0] * 10 + [1.02, 1.045])):
-            plant_on_branch(scratch, tmp_path, factors)
             before = scratch.commits[-1]
             after = scratch.commit(f"push {push}")
+            plant_on_branch(scratch, tmp_path, factors)
             event = {"ref": "refs/heads/main", "before": before, "after": after,
                      "repository": {"full_name": REPO, "default_branch": "main"}}  # fmt: skip
             run = run_act(

@@ -1,13 +1,16 @@
 """Finds steps in main's stored benchmark history and opens (or updates) one issue per regression.
 
     python scripts/ci/alert.py --results DIR --repo OWNER/NAME [--since SHA] [--dashboard URL]
-        [--thresholds thresholds.toml] [--dry-run]
+        [--thresholds thresholds.toml] [--checkout DIR] [--dry-run]
 
-Run by main.yml after the results are pushed. DIR is the asv-results checkout (<machine>/*.json).
+Run by main.yml after the results are pushed. DIR is the asv-results checkout (<machine>/*.json);
+--checkout (default .) a full-history checkout of main, whose first-parent line orders the
+results: commit dates do not (a rebased commit keeps its author's date), and results of commits
+off that line are left out.
 
 The step rule, per machine and per time_* benchmark and parameter set, for each checked commit C
-(the commits stored after --since, or the newest commit alone) with value v, the value p of the
-commit before it, and W the values of up to WINDOW commits before it (at least MIN_HISTORY):
+(the commits after --since on that line, or the newest commit alone) with value v, the value p of
+the commit before it, and W the values of up to WINDOW commits before it (at least MIN_HISTORY):
 
     v > (1 + t) * p   and   v > (1 + t) * median(W)   and   v > max(W)
 
@@ -28,6 +31,7 @@ import itertools
 import json
 import re
 import statistics
+import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,7 +53,7 @@ MACHINE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
 @dataclass(frozen=True)
 class Point:
-    date: int
+    position: int  # on main's first-parent line, oldest first
     sha: str
     value: float
 
@@ -91,9 +95,27 @@ def is_step(value: float, history: list[float], tolerance: float) -> bool:
     )
 
 
-def load_series(machine_dir: Path) -> dict[tuple[str, tuple], list[Point]]:
-    """(asv benchmark name, ((param, value), ...)) -> its points in commit-date order, for the
-    time_* benchmarks only (lower is better)."""
+def first_parent_line(checkout: Path) -> list[str]:
+    """Main's first-parent commits in CHECKOUT, oldest first; ValueError for a shallow clone,
+    whose line stops short."""
+
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", "-C", str(checkout), *args], capture_output=True, text=True)
+        if done.returncode:
+            raise ValueError(
+                f"git {args[0]} in {checkout}: {done.stderr.strip() or done.returncode}"
+            )
+        return done.stdout.strip()
+
+    if git("rev-parse", "--is-shallow-repository") == "true":
+        raise ValueError(f"{checkout} is a shallow clone: check main out with fetch-depth: 0")
+    return git("rev-list", "--first-parent", "--reverse", "HEAD").split()
+
+
+def load_series(machine_dir: Path, line: list[str]) -> dict[tuple[str, tuple], list[Point]]:
+    """(asv benchmark name, ((param, value), ...)) -> its points in LINE's order (main's
+    first-parent commits, oldest first), for the time_* benchmarks only (lower is better)."""
+    position = {sha: i for i, sha in enumerate(line)}
     series: dict[tuple[str, tuple], list[Point]] = {}
     for path in sorted(machine_dir.glob("*.json")):
         if path.name == "machine.json" or path.is_symlink():
@@ -102,6 +124,8 @@ def load_series(machine_dir: Path) -> dict[tuple[str, tuple], list[Point]]:
         sha, date = data.get("commit_hash"), data.get("date")
         if not (isinstance(sha, str) and SHA.fullmatch(sha) and isinstance(date, int)):
             raise ValueError(f"{path.name}: no commit hash and date")
+        if sha not in position:
+            continue  # not on main's first-parent line: a force-pushed-away commit
         columns = data["result_columns"]
         for name, row in data.get("results", {}).items():
             short = name.rsplit(".", 1)[-1]
@@ -118,9 +142,10 @@ def load_series(machine_dir: Path) -> dict[tuple[str, tuple], list[Point]]:
                     (n, PARAM.fullmatch(str(v)).group(1) if PARAM.fullmatch(str(v)) else "?")
                     for n, v in zip(names, combo, strict=False)
                 )
-                series.setdefault((name, labels), []).append(Point(date, sha, float(value)))
+                point = Point(position[sha], sha, float(value))
+                series.setdefault((name, labels), []).append(point)
     for points in series.values():
-        points.sort(key=lambda p: p.date)
+        points.sort(key=lambda p: p.position)
     return series
 
 
@@ -137,9 +162,13 @@ def _param_names(results_dir: Path, name: str, count: int) -> list[str]:
         return [f"p{i}" for i in range(count)]
 
 
-def find_steps(results_dir: Path, limits: thresholds.Thresholds, since: str = "") -> list[Step]:
-    """Every step at the checked commits of every machine under RESULTS_DIR."""
+def find_steps(
+    results_dir: Path, limits: thresholds.Thresholds, line: list[str], since: str = ""
+) -> list[Step]:
+    """Every step at the checked commits of every machine under RESULTS_DIR, LINE being main's
+    first-parent commits, oldest first."""
     steps = []
+    after = line.index(since) if since in line else None
     for machine_dir in sorted(p for p in results_dir.iterdir() if p.is_dir()):
         if machine_dir.name.startswith(".") or not MACHINE.fullmatch(machine_dir.name):
             continue
@@ -149,9 +178,11 @@ def find_steps(results_dir: Path, limits: thresholds.Thresholds, since: str = ""
             continue
         gpu = str(info.get("gpu_model") or "")
         tolerance = limits.for_gpu(gpu or None).gate.tolerance
-        for (bench, params), points in sorted(load_series(machine_dir).items()):
-            shas = [p.sha for p in points]
-            start = shas.index(since) + 1 if since in shas else len(points) - 1
+        for (bench, params), points in sorted(load_series(machine_dir, line).items()):
+            if after is None:
+                start = len(points) - 1
+            else:
+                start = next((i for i, p in enumerate(points) if p.position > after), len(points))
             for i in range(max(start, 1), len(points)):
                 history = [p.value for p in points[:i]]
                 if is_step(points[i].value, history, tolerance):
@@ -245,6 +276,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--since", default="")
     parser.add_argument("--dashboard", default="")
     parser.add_argument("--thresholds", type=Path, default=Path("thresholds.toml"))
+    parser.add_argument("--checkout", type=Path, default=Path("."))
     parser.add_argument("--dry-run", action="store_true")
     args = parser.parse_args(argv)
     if not REPO.fullmatch(args.repo):
@@ -254,7 +286,7 @@ def main(argv: list[str] | None = None) -> int:
         args.since = ""  # a force-push or first push: check the newest commit alone
     try:
         limits = thresholds.load(args.thresholds, expand_cases=False)  # tolerances only
-        steps = find_steps(args.results, limits, args.since)
+        steps = find_steps(args.results, limits, first_parent_line(args.checkout), args.since)
     except (thresholds.ThresholdsError, OSError, ValueError, KeyError, TypeError) as exc:
         said = "; ".join(line.strip() for line in str(exc).splitlines())  # one line
         print(f"alert: cannot read the results: {said}", file=sys.stderr)
