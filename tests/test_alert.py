@@ -213,6 +213,12 @@ class TestIssues:
         ]
         assert state.requests[0]["query"]["labels"] == alert.LABEL
 
+    def test_a_short_history_says_how_short(self, tmp_path, limits):
+        """On a new runner's fourth commit, "before" is the median of 3 commits, and says so."""
+        shas = plant(tmp_path, [1.0] * 3 + [1.02])
+        (step,) = alert.find_steps(tmp_path, limits, shas, since=shas[2])
+        assert "Median of the previous 3 commits:" in alert.describe(step, REPO, "https://d/")
+
     def test_nothing_to_report_makes_no_request(self, tmp_path):
         """A quiet history makes no API call."""
         state = State(REPO, TOKEN)

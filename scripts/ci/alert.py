@@ -71,6 +71,7 @@ class Step:
     before: float
     after: float
     tolerance: float
+    window: int = WINDOW  # how many commits' median "before" is
 
     @property
     def short(self) -> str:
@@ -198,6 +199,7 @@ def find_steps(
                             before,
                             points[i].value,
                             tolerance,
+                            len(history[-WINDOW:]),
                         )
                     )
     return steps
@@ -229,7 +231,7 @@ def describe(step: Step, repo: str, dashboard: str) -> str:
             "",
             f"- Commits: [`{step.previous_sha[:10]}..{step.sha[:10]}`]"
             f"(https://github.com/{repo}/compare/{step.previous_sha}...{step.sha})",
-            f"- Median of the previous {WINDOW} commits: {step.before * 1e3:.4f} ms; "
+            f"- Median of the previous {step.window} commits: {step.before * 1e3:.4f} ms; "
             f"this commit: {step.after * 1e3:.4f} ms (ratio {ratio:.4f})",
             f"- Dashboard: {dashboard_link(dashboard, step)}",
             "",
