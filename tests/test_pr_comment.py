@@ -121,6 +121,16 @@ class TestValidation:
         with pytest.raises(gate_artifact.BadArtifact, match=why):
             gate_artifact.parse(json.dumps(record), "h200-pr")
 
+    @pytest.mark.parametrize("name", ["(all)", "(outputs)", "(sources)", "(between requests)"])
+    def test_the_gates_own_rows_are_accepted(self, name):
+        """A head broken before any benchmark ran, or refused for its outputs, sources or work
+        between requests, reads as that in the comment, not as a refused record."""
+        record = gate_record(1.0, status="regression")
+        verdict = "broken on head" if name == "(all)" else "refused on head"
+        record["benchmarks"].insert(0, {"name": name, "verdict": verdict, "detail": "why"})
+        body = pr_comment.render([gate_artifact.parse(json.dumps(record), "m")], HEAD)
+        assert f"| {name} | — | — | — | ❌ {verdict}: `why` |" in body
+
     def test_refuses_infinity_and_oversize(self):
         """JSON's Infinity extension and a file over the size cap are refused."""
         text = json.dumps(gate_record()).replace('"ratio": 1.0', '"ratio": Infinity', 1)

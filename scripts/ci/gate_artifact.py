@@ -29,7 +29,11 @@ VERDICTS = (
     "new on head",
     "refused on head",
 )
-BENCH_NAME = re.compile(r"[A-Za-z0-9_]{1,32}(?:-[A-Za-z0-9_]{1,32}){0,3}")
+# A case name, or one of the gate's own rows for what is not one benchmark: a head that broke
+# before naming one (all), and refusals of its outputs, sources or work between requests.
+BENCH_NAME = re.compile(
+    r"[A-Za-z0-9_]{1,32}(?:-[A-Za-z0-9_]{1,32}){0,3}|\((?:all|outputs|sources|between requests)\)"
+)
 MACHINE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 SHA = re.compile(r"[0-9a-f]{40}")
 GPU = re.compile(r"[A-Za-z0-9 ._()-]{1,80}")
