@@ -32,6 +32,11 @@ TOKEN = "ghs_standin"
 
 def gate_record(slowdown: float = 1.0, status: str | None = None) -> dict:
     """A gate.json as the gate writes it (report_json), with coarsened-4096 SLOWDOWN times slower."""
+    return json.loads(json.dumps(report_json(gate_report(slowdown, status))))
+
+
+def gate_report(slowdown: float = 1.0, status: str | None = None) -> gate_decision.Report:
+    """The gate's report that gate_record writes."""
     settings = thresholds.load().for_gpu("NVIDIA H200").gate  # tolerance 0.5%
     base = [3.0e-3 * (1 + 0.0004 * i) for i in range(10)]
     comparisons = [
@@ -46,7 +51,7 @@ def gate_record(slowdown: float = 1.0, status: str | None = None) -> dict:
         gpu="NVIDIA H200",
         gate={"rounds": 10, "samples": 5, "tolerance": 0.005, "alpha": 0.002},
     )
-    return json.loads(json.dumps(report_json(report)))
+    return report
 
 
 def write_artifacts(folder: Path, records: dict[str, dict]) -> Path:
@@ -130,6 +135,34 @@ class TestValidation:
         record["benchmarks"].insert(0, {"name": name, "verdict": verdict, "detail": "why"})
         body = pr_comment.render([gate_artifact.parse(json.dumps(record), "m")], HEAD)
         assert f"| {name} | — | — | — | ❌ {verdict}: `why` |" in body
+
+    def test_a_gate_spread_over_gpus(self):
+        """A runner with several GPUs spreads the gate, each GPU with its own canary: the record
+        is read whole, each row naming its GPU, the commits and settings from the GPUs' records."""
+        from gemmbench.gate.spread import Share, SpreadResult
+
+        uuids = [
+            "GPU-0f0f0f0f-0000-0000-0000-000000000000",
+            "GPU-1e1e1e1e-0000-0000-0000-000000000000",
+        ]
+        shares = [
+            Share(0, uuids[0], [], report=gate_report(1.02)),
+            Share(1, uuids[1], [], report=gate_report()),
+        ]
+        record = json.loads(json.dumps(SpreadResult(shares, wall_s=1.0).document()))
+        gate = gate_artifact.parse(json.dumps(record), "m")
+        assert (gate.status, gate.head_sha, gate.base_sha, gate.rounds) == (
+            "regression",
+            HEAD,
+            BASE,
+            10,
+        )
+        body = pr_comment.render([gate], HEAD)
+        assert "| coarsened-4096 (GPU 0) | 3.005 ms | 3.066 ms | 1.020 | ❌ slower" in body
+        assert "| cublas-4096 (canary, GPU 1) | 3.005 ms" in body
+        record["benchmarks"][0]["gpu_uuid"] = "GPU-2d2d2d2d"
+        with pytest.raises(gate_artifact.BadArtifact, match="gpu_uuid"):
+            gate_artifact.parse(json.dumps(record), "m")
 
     def test_refuses_infinity_and_oversize(self):
         """JSON's Infinity extension and a file over the size cap are refused."""

@@ -127,6 +127,12 @@ CHART_INIT = (
 )
 
 
+def label(bench: Bench) -> str:
+    """The benchmark's name in the table, with what else tells its row apart: "(canary, GPU 1)"."""
+    tags = ["canary"] * bench.canary + ([f"GPU {bench.gpu}"] if bench.gpu is not None else [])
+    return bench.name + (f" ({', '.join(tags)})" if tags else "")
+
+
 def chart(bench: Bench) -> list[str]:
     """A Mermaid xychart-beta of the base's and the head's per-round medians.
 
@@ -147,7 +153,7 @@ def chart(bench: Bench) -> list[str]:
         "```mermaid",
         CHART_INIT,
         "xychart-beta",
-        f'    title "{bench.name}: {unit} per round, blue base, red head"',
+        f'    title "{label(bench)}: {unit} per round, blue base, red head"',
         "    x-axis [" + ", ".join(str(i) for i in range(1, rounds + 1)) + "]",
         f'    y-axis "{unit}" {low:.4g} --> {high:.4g}',
         f"    line {series(bench.base_rounds_s)}",
@@ -188,8 +194,7 @@ def _machine_section(gate: Gate, dashboard: str | None, fit: int = 0) -> list[st
             ratio = f"{b.ratio:.3f}" if b.ratio is not None else "—"
             verdict = CELLS[b.verdict] + (f": {code(b.detail)}" if b.detail else "")
             link = dashboard_link(dashboard, b.name, shapes) if b.verdict in MOVED else None
-            name = b.name + (" (canary)" if b.canary else "")
-            cells = [name, _seconds(b.base_median_s), _seconds(b.head_median_s), ratio, verdict]
+            cells = [label(b), _seconds(b.base_median_s), _seconds(b.head_median_s), ratio, verdict]
             cells.append(f"[dashboard]({link})" if link else "")
             lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
         lines.append("")

@@ -37,8 +37,9 @@ BENCH_NAME = re.compile(
 MACHINE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 SHA = re.compile(r"[0-9a-f]{40}")
 GPU = re.compile(r"[A-Za-z0-9 ._()-]{1,80}")
+GPU_UUID = re.compile(r"(?:GPU|MIG)-[0-9A-Za-z-]{1,96}")
 MAX_BYTES = 2 * 1024 * 1024  # a real gate.json is a few tens of KiB
-MAX_BENCHMARKS, MAX_ROUNDS, MAX_TEXTS, MAX_TEXT = 64, 1000, 20, 2000
+MAX_BENCHMARKS, MAX_ROUNDS, MAX_TEXTS, MAX_TEXT, MAX_GPUS = 64, 1000, 20, 2000, 16
 
 
 class BadArtifact(ValueError):
@@ -58,6 +59,7 @@ class Bench:
     ratio: float | None
     base_rounds_s: tuple[float, ...]
     head_rounds_s: tuple[float, ...]
+    gpu: int | None = None  # which GPU of a gate spread over several measured it
 
 
 @dataclass(frozen=True)
@@ -113,10 +115,12 @@ def _rounds(value, where: str) -> tuple[float, ...]:
     return tuple(_number(v, where, positive=True, optional=False) for v in value)
 
 
-def _bench(item, index: int) -> Bench:
+def _bench(item, index: int, gpus: dict[str, int]) -> Bench:
     where = f"benchmarks[{index}]"
     if not isinstance(item, dict):
         raise BadArtifact(f"{where} is not an object")
+    if gpus and item.get("gpu_uuid") not in gpus:
+        raise BadArtifact(f"{where}.gpu_uuid is not one of the spread's GPUs")
     name = _match(BENCH_NAME, item.get("name"), f"{where}.name", optional=False)
     verdict = item.get("verdict")
     if verdict not in VERDICTS:
@@ -136,7 +140,26 @@ def _bench(item, index: int) -> Bench:
         ratio=_number(item.get("ratio"), f"{where}.ratio", True),
         base_rounds_s=_rounds(item.get("base_rounds_s"), f"{where}.base_rounds_s"),
         head_rounds_s=_rounds(item.get("head_rounds_s"), f"{where}.head_rounds_s"),
+        gpu=gpus.get(item.get("gpu_uuid")) if gpus else None,
     )
+
+
+def _spread(data: dict) -> tuple[dict, dict[str, int], list]:
+    """A gate spread over several GPUs (its "gpus", one gate record each): the record to read the
+    commits and settings from, each GPU's UUID -> its index, and the GPUs' notes, once each."""
+    gpus = data.get("gpus")
+    if not isinstance(gpus, list) or not 0 < len(gpus) <= MAX_GPUS:
+        raise BadArtifact(f"gpus is not a list of at most {MAX_GPUS} gate records")
+    if not all(isinstance(g, dict) for g in gpus):
+        raise BadArtifact("gpus holds a non-object")
+    index = {}
+    for i, g in enumerate(gpus):
+        index[_match(GPU_UUID, g.get("gpu_uuid"), f"gpus[{i}].gpu_uuid", optional=False)] = i
+    if len({(g.get("head_sha"), g.get("base_sha")) for g in gpus if g.get("head_sha")}) > 1:
+        raise BadArtifact("the spread's GPUs name different commits")
+    notes = [n for g in gpus for n in (g.get("notes") if isinstance(g.get("notes"), list) else [])]
+    first = next((g for g in gpus if g.get("head_sha")), gpus[0])
+    return first, index, list(dict.fromkeys(n for n in notes if isinstance(n, str)))
 
 
 def parse(text: str, machine: str) -> Gate:
@@ -153,7 +176,9 @@ def parse(text: str, machine: str) -> Gate:
         raise BadArtifact("gate.json is not a schema 1 gate record")
     if data.get("status") not in STATUSES:
         raise BadArtifact(f"status is not one of {', '.join(STATUSES)}")
-    gate = data.get("gate") or {}
+    spread = data.get("mode") == "spread"
+    first, gpus, notes = _spread(data) if spread else (data, {}, data.get("notes"))
+    gate = first.get("gate") or {}
     if not isinstance(gate, dict):
         raise BadArtifact("gate is not an object")
     rounds = gate.get("rounds")
@@ -164,21 +189,21 @@ def parse(text: str, machine: str) -> Gate:
     benches = data.get("benchmarks") or []
     if not isinstance(benches, list) or len(benches) > MAX_BENCHMARKS:
         raise BadArtifact(f"benchmarks is not a list of at most {MAX_BENCHMARKS}")
-    parsed = tuple(_bench(item, i) for i, item in enumerate(benches))
-    if len({b.name for b in parsed}) != len(parsed):
+    parsed = tuple(_bench(item, i, gpus) for i, item in enumerate(benches))
+    if len({(b.name, b.gpu) for b in parsed}) != len(parsed):
         raise BadArtifact("benchmarks repeats a name")
     return Gate(
         machine=machine,
         status=data["status"],
-        head_sha=_match(SHA, data.get("head_sha"), "head_sha"),
-        base_sha=_match(SHA, data.get("base_sha"), "base_sha"),
-        gpu=_match(GPU, data.get("gpu"), "gpu"),
+        head_sha=_match(SHA, first.get("head_sha"), "head_sha"),
+        base_sha=_match(SHA, first.get("base_sha"), "base_sha"),
+        gpu=_match(GPU, first.get("gpu"), "gpu"),
         tolerance=_number(gate.get("tolerance"), "gate.tolerance"),
         alpha=_number(gate.get("alpha"), "gate.alpha"),
         rounds=rounds,
         benchmarks=parsed,
         reasons=_texts(data.get("reasons"), "reasons"),
-        notes=_texts(data.get("notes"), "notes"),
+        notes=_texts(notes, "notes"),
     )
 
 
