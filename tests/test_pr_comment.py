@@ -227,6 +227,18 @@ class TestRender:
                 in body
             )
 
+    def test_rerun_commands_for_what_did_not_pass(self):
+        """A run that did not pass says how to run it again: the commits in full, the benchmarks
+        that did not pass; a pass says nothing of the kind."""
+        gate = gate_artifact.parse(json.dumps(gate_record(1.02)), "m")
+        body = pr_comment.render([gate], HEAD)
+        assert f"git fetch origin {HEAD} && git checkout --detach {BASE}\n" in body
+        assert (
+            f"python -m gemmbench gate --base {BASE} --head {HEAD} --cases coarsened-4096\n" in body
+        )
+        passed = gate_artifact.parse(json.dumps(gate_record()), "m")
+        assert "gemmbench gate" not in pr_comment.render([passed], HEAD)
+
     def test_free_text_cannot_inject(self):
         """Reasons, notes and details (free text) reach the comment only inside code spans: a
         link, an image, HTML, a mention or a fence break nothing."""
@@ -240,6 +252,7 @@ class TestRender:
                 inside = line.split("`", 1)[1].rsplit("`", 1)[0]
                 assert "`" not in inside, line
                 assert line.count("`") == 2 or "| ❌ slower" in line
+        body = re.sub(r"```bash\n[^`]*\n```\n", "", body)  # the rerun commands' own block
         assert "\n```\n" not in body.replace("```mermaid", "").split("<details>")[0]
 
     def test_headline_is_the_worst_machine(self):
@@ -247,6 +260,43 @@ class TestRender:
         good = gate_artifact.parse(json.dumps(gate_record()), "a")
         bad = gate_artifact.parse(json.dumps(gate_record(1.02)), "b")
         assert "❌ regression" in pr_comment.render([good, bad], HEAD).splitlines()[1]
+
+
+def test_rerun_commands_work_as_written(tmp_path):
+    """The comment's commands, run in a clone of the repository a gate judged on the CPU
+    double, fetch the head, check out the base and run the gate again: the same regression."""
+    from test_gate_e2e import HARNESS_ROOT, MEASURED, Repo
+
+    repo = Repo(tmp_path / "repo", tmp_path)
+    base = repo.git("rev-parse", "HEAD")
+    repo.git("checkout", "-q", "-b", "slow")
+    head = repo.commit("slower hash", MEASURED.replace('"hash": 1500', '"hash": 4500'))
+    code, output, _ = repo.gate(base, head)
+    assert code == 1, output
+    gate = gate_artifact.parse((repo.tmp / "gate.json").read_text(), "m")
+    body = pr_comment.render([gate], head)
+    fetch, command = body.split("```bash\n", 1)[1].split("\n```", 1)[0].splitlines()
+    clone = tmp_path / "clone"
+    # As on GitHub: the head is on no branch a clone fetches, only on the pull request's ref.
+    repo.git("checkout", "-q", base)
+    repo.git("update-ref", "refs/pull/7/head", head)
+    repo.git("branch", "-q", "-D", "slow")
+    subprocess.run(["git", "clone", "-q", repo.path.as_uri(), str(clone)], check=True, env=repo.env)
+    assert subprocess.run(["git", "cat-file", "-e", head], cwd=clone).returncode != 0
+    subprocess.run(fetch, shell=True, cwd=clone, check=True, env=repo.env, capture_output=True)
+    args = command.split()
+    assert args[:4] == ["python", "-m", "gemmbench", "gate"] and "--cases" in args
+    extra = ["--repo", str(clone), "--cases-from", "benchcases:cases"]
+    extra += ["--thresholds", str(repo.thresholds)]
+    again = subprocess.run(
+        [sys.executable, *args[1:], *extra],
+        cwd=HARNESS_ROOT,
+        env=repo.env,
+        capture_output=True,
+        text=True,
+    )
+    assert again.returncode in (1, 3), again.stdout + again.stderr  # 3: two busy CPU cores
+    assert "hash" in again.stdout and ("❌ slower" in again.stdout or again.returncode == 3)
 
 
 class TestPosting:

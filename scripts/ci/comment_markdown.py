@@ -64,6 +64,8 @@ ORDER = (
 )
 # GitHub refuses a longer comment (HTTP 422); counted here in UTF-8 bytes, never fewer.
 MAX_BODY = 65_536
+# Verdicts with nothing to rerun: every other one is named in the comment's gate command.
+CALM = ("same", "faster", "new on head")
 MOVED = ("slower", "faster", "uncertain", "broken on head", "refused on head")
 # The asv suite's GEMM benchmark, and how a gate case name (variant-n, variant-AxBxC) maps to
 # its parameters.
@@ -247,6 +249,7 @@ def _render(gates, head_sha, dashboard, accepted, fit: int) -> str:
             f"`{accepted.label}` label.",
             "",
         ]
+    lines += rerun(gates, head_sha, base)
     for gate in gates:
         lines += _machine_section(gate, dashboard, fit)
     lines.append(
@@ -254,6 +257,29 @@ def _render(gates, head_sha, dashboard, accepted, fit: int) -> str:
         "Mann-Whitney U test. This comment is edited on each push.</sub>"
     )
     return "\n".join(lines) + "\n"
+
+
+def rerun(gates: list[Gate], head_sha: str, base: str | None) -> list[str]:
+    """For a run that did not pass: the commands that run its gate again on a GPU, on the
+    benchmarks that did not pass (canaries are added), with the base's harness and thresholds."""
+    if not base or all(g.status == "pass" for g in gates):
+        return []
+    names = {
+        b.name
+        for g in gates
+        for b in g.benchmarks
+        if b.verdict not in CALM and not b.canary and not b.name.startswith("(")
+    }
+    cases = f" --cases {','.join(sorted(names))}" if names else ""
+    return [
+        f"To run this gate again on a GPU, with base `{base[:10]}`'s harness and thresholds:",
+        "",
+        "```bash",
+        f"git fetch origin {head_sha} && git checkout --detach {base}",
+        f"python -m gemmbench gate --base {base} --head {head_sha}{cases}",
+        "```",
+        "",
+    ]
 
 
 def refused(head_sha: str, reason: str) -> str:
