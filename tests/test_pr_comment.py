@@ -404,6 +404,44 @@ class TestPosting:
             "cut at GitHub's size limit: each runner's gate job summary has it all.\n"
         )
 
+    @pytest.mark.parametrize(
+        ("layout", "runners", "state_after", "says"),
+        [
+            ("folders", ["a", "b"], "failure", "⚠️ infrastructure failure on `b`"),
+            ("flat", ["a", "b"], "failure", "`1 of the runners a, b: its gate job left no"),
+            ("flat", ["a"], "success", "✅ pass"),
+            ("folders", ["a"], "success", "✅ pass on `a`"),
+        ],
+    )
+    def test_a_runner_without_a_record_is_no_pass(
+        self, tmp_path, layout, runners, state_after, says
+    ):
+        """Of two PR runners, one passed and the other's job failed before the gate wrote a
+        record: the comment and status say so, never 'passed on every GPU runner'."""
+        folder = tmp_path / "gates"
+        if layout == "flat":  # download-artifact's layout when one artifact matched
+            folder.mkdir()
+            (folder / "gate.json").write_text(json.dumps(gate_record()))
+        else:
+            write_artifacts(folder, {"a": gate_record()})
+        listed = json.dumps([{"machine": m, "labels": ["gpu-pr"]} for m in runners])
+        state = State(REPO, TOKEN)
+        with StandIn(state) as api:
+            for extra in ([], ["--status"]):
+                proc = run_script(
+                    api.url, "--artifacts", str(folder), "--pr", "7", "--runners", listed, *extra
+                )
+                assert proc.returncode == 0, proc.stderr
+        assert [s["state"] for s in state.statuses] == [state_after]
+        assert says in state.comments[0]["body"]
+
+    def test_a_bad_runner_list_is_one_line(self, tmp_path):
+        """--runners that is not pr.yml's runner list is exit 2, one line."""
+        proc = run_script(
+            "http://127.0.0.1:9", "--artifacts", str(tmp_path), "--runners", '{"a": 1}'
+        )
+        assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "--runners" in proc.stderr
+
     def test_no_artifact_posts_nothing(self, tmp_path):
         """When the GPU job never ran there is nothing to post, and no request is made."""
         state = State(REPO, TOKEN)

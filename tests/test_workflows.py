@@ -287,6 +287,19 @@ def test_push_results_expects_the_history_runners():
     assert quoted.search(runners).group(1) == quoted.search(matrix).group(1)
 
 
+def test_pr_comment_expects_the_pr_runners():
+    """Both pr-comment.yml steps pass the gate matrix's runner list, with the same default, so
+    a runner that left no record is not read as a pass."""
+    pr = workflow(WORKFLOW_DIR / "pr.yml")
+    matrix = pr["jobs"]["gate"]["strategy"]["matrix"]["include"]
+    quoted = re.compile(r"\|\|\s*'(\[.*\])'")
+    for job in workflow(WORKFLOW_DIR / "pr-comment.yml")["jobs"].values():
+        step = next(s for s in job["steps"] if "pr_comment.py" in s.get("run", ""))
+        assert "vars.GPU_PR_RUNNERS" in step["env"]["RUNNERS"]
+        assert quoted.search(step["env"]["RUNNERS"]).group(1) == quoted.search(matrix).group(1)
+        assert '--runners "$RUNNERS"' in step["run"]
+
+
 def test_publish_survives_a_failed_machine():
     """publish runs when results were pushed, even after a failed history job (no implied
     success()), and deploy follows publish's own result."""

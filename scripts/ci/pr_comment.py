@@ -2,7 +2,7 @@
 
     python scripts/ci/pr_comment.py --artifacts DIR --repo OWNER/NAME --head-sha SHA
         [--pr N] [--dashboard URL] [--accept-label NAME --codeowners PATH --run-created TIME]
-        [--body-out FILE] [--status]
+        [--runners JSON] [--body-out FILE] [--status]
 
 Run by .github/workflows/pr-comment.yml (workflow_run of pr.yml) from the default branch: DIR
 holds the downloaded gate-<machine> artifacts, read as untrusted data (scripts/ci/gate_artifact.py
@@ -10,7 +10,9 @@ validates them; every free-text field reaches the comment only inside a code spa
 starts with MARKER; a later run edits that comment instead of adding one. GH_TOKEN and
 GITHUB_API_URL come from the environment. With --status it posts, instead of the comment, the
 commit status gemmbench/gate on the head: success for a pass or a regression accepted with the
-label by a code owner (scripts/ci/accept.py), failure or error otherwise. Exit 0 posted (or
+label by a code owner (scripts/ci/accept.py), failure or error otherwise. --runners (pr.yml's
+runner list, as JSON) makes a runner that left no record, while another did, an infrastructure
+failure, not a pass. Exit 0 posted (or
 nothing to post), 2 a refused artifact or bad arguments (a comment still says so), 4 the GitHub
 API failed.
 """
@@ -18,6 +20,7 @@ API failed.
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import sys
 from pathlib import Path
@@ -36,6 +39,18 @@ DASHBOARD_URL = re.compile(r"https://[A-Za-z0-9.-]+(?::\d+)?(?:/[A-Za-z0-9._~%/-
 # What a label may accept: slower benchmarks. A head that broke a benchmark or whose timings were
 # refused is no trade-off, and a runner that could not tell (inconclusive, failed) judged nothing.
 HEAD_AT_FAULT = ("broken on head", "refused on head")
+
+
+def missing(gates: list[Gate], runners: list[str]) -> list[Gate]:
+    """An infrastructure failure for each of RUNNERS (the PR runner list) that left no record
+    while another did: its gate job failed or was cancelled before the gate wrote gate.json."""
+    why = "its gate job left no gate record (it failed or was cancelled first); see the pr run"
+    lost = [m for m in runners if m not in {g.machine for g in gates}] if gates else []
+    if len(gates) == 1 and not gates[0].machine:  # one artifact, unpacked with no folder to name it
+        lost = [""] if len(runners) > 1 else []
+        why = f"{len(runners) - 1} of the runners {', '.join(runners)}: {why}"
+    blank = dict(head_sha=None, base_sha=None, gpu=None, tolerance=None, alpha=None, rounds=None)
+    return [Gate(m, "infrastructure failure", **blank, reasons=(why,)) for m in lost]
 
 
 def acceptable(gates: list[Gate]) -> bool:
@@ -88,6 +103,7 @@ def _args(argv):
     parser.add_argument("--accept-label", default="")
     parser.add_argument("--codeowners", type=Path, default=Path(".github/CODEOWNERS"))
     parser.add_argument("--run-created", default="", help="the pr run's created_at (ISO 8601)")
+    parser.add_argument("--runners", default="", help="the PR runner list (GPU_PR_RUNNERS)")
     parser.add_argument("--body-out", type=Path)
     parser.add_argument("--status", action="store_true", help="post the commit status instead")
     args = parser.parse_args(argv)
@@ -104,6 +120,12 @@ def _args(argv):
         problems.append(f"--run-created {args.run_created!r} is not an ISO 8601 time")
     if args.accept_label and not accept.LABEL.fullmatch(args.accept_label):
         problems.append(f"--accept-label {args.accept_label!r} is not a label name")
+    try:
+        args.runners = [e["machine"] for e in (json.loads(args.runners) if args.runners else [])]
+    except (ValueError, TypeError, KeyError):
+        args.runners = [None]
+    if not all(isinstance(m, str) and gate_artifact.MACHINE.fullmatch(m) for m in args.runners):
+        problems.append('--runners is not a runner list ([{"machine": NAME, ...}, ...])')
     return args, problems
 
 
@@ -123,6 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     if not gates and error is None:
         print("pr_comment: no gate artifact (the GPU job did not run); nothing to post")
         return 0
+    gates += missing(gates, args.runners)
     api = GitHub(args.repo)
     try:
         pr = int(args.pr) if args.pr else find_pr(api, args.head_sha)
