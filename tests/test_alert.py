@@ -213,6 +213,21 @@ class TestIssues:
         ]
         assert state.requests[0]["query"]["labels"] == alert.LABEL
 
+    def test_same_method_name_in_two_classes_gets_two_issues(self):
+        """Two benchmark classes' time_gemm of the same sizes regress: one issue each, neither
+        taken for the other's."""
+        state = State(REPO, TOKEN)
+        params = (("variant", "coarsened"), ("shape", "4096x4096x4096"))
+        steps = [
+            alert.Step(MACHINE, "NVIDIA H200", name, params, sha(9), sha(10), 1.0, 1.02, 0.005)
+            for name in ("bench_gemm.Gemm.time_gemm", "bench_other.Other.time_gemm")
+        ]
+        with StandIn(state) as stand_in:
+            api = alert.GitHub(REPO, TOKEN, stand_in.url)
+            done = alert.report(api, steps, "https://acme.github.io/gemm")
+        assert [line.split(" for ")[0] for line in done] == ["opened issue #1", "opened issue #2"]
+        assert len(state.issues) == 2 and state.comments == []
+
     def test_a_short_history_says_how_short(self, tmp_path, limits):
         """On a new runner's fourth commit, "before" is the median of 3 commits, and says so."""
         shas = plant(tmp_path, [1.0] * 3 + [1.02])

@@ -211,7 +211,8 @@ def dashboard_link(base: str, step: Step) -> str:
 
 
 def marker(step: Step) -> str:
-    return f"<!-- gemmbench-alert: {step.key} -->"
+    """The issue's key: asv's full name, so two classes' time_x of the same sizes stay apart."""
+    return f"<!-- gemmbench-alert: {step.benchmark}({', '.join(v for _, v in step.params)}) -->"
 
 
 def commit_marker(step: Step) -> str:
