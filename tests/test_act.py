@@ -163,6 +163,7 @@ def published(home: Path, machines) -> None:
     assert (site / "index.html").is_file()
     index = json.loads((site / "index.json").read_text())
     assert set(index["machines"]) == set(machines)
+    assert index["show_commit_url"] == f"https://github.com/{REPOSITORY}/commit/"  # commit links
 
 
 @pytest.mark.parametrize(

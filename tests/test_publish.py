@@ -80,3 +80,45 @@ class TestPublish:
         names = {entry[0] for entry in regressions}
         assert "bench_gemm.Gemm.time_gemm('coarsened', '4096x4096x4096')" in names
         assert not any("track_tflops" in n for n in names)
+
+
+class TestCommitLinks:
+    """scripts/ci/commit_links.py on the published site's index.json."""
+
+    SCRIPT = REPO_ROOT / "scripts" / "ci" / "commit_links.py"
+    URL = "https://github.com/acme/gemm/commit/"
+
+    def run(self, *args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, str(self.SCRIPT), *args], capture_output=True, text=True
+        )
+
+    def site(self, published, tmp_path: Path, **changes) -> Path:
+        index = json.loads((published["html"] / "index.json").read_text())
+        (tmp_path / "index.json").write_text(json.dumps({**index, **changes}))
+        return tmp_path
+
+    def test_commits_link_to_their_pages(self, published, tmp_path):
+        """asv's default "#" becomes the repository's commit address; the rest stays."""
+        before = json.loads((published["html"] / "index.json").read_text())
+        assert before["show_commit_url"] == "#"
+        assert self.run(str(self.site(published, tmp_path)), self.URL).returncode == 0
+        after = json.loads((tmp_path / "index.json").read_text())
+        assert after == {**before, "show_commit_url": self.URL}
+
+    def test_a_configured_address_is_kept(self, published, tmp_path):
+        own = "https://git.example.org/team/kernels/commit/"
+        site = self.site(published, tmp_path, show_commit_url=own)
+        proc = self.run(str(site), self.URL)
+        assert proc.returncode == 0 and "left" in proc.stdout
+        assert json.loads((site / "index.json").read_text())["show_commit_url"] == own
+
+    @pytest.mark.parametrize(
+        ("args", "code"),
+        [((), 2), (("x", "https://github.com/acme/gemm"), 2), (("missing", URL), 4)],
+        ids=["no arguments", "not a commit address", "no site"],
+    )
+    def test_bad_calls_are_one_line(self, tmp_path, args, code):
+        args = tuple(str(tmp_path / a) if a in ("x", "missing") else a for a in args)
+        proc = self.run(*args)
+        assert proc.returncode == code and proc.stderr.count("\n") == 1, proc.stderr

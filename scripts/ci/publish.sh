@@ -24,3 +24,7 @@ if [[ $machines -eq 0 ]]; then
     exit 6
 fi
 "$py" -m asv publish || exit 4  # asv's own failure is 1, which means a regression here
+# In Actions, each commit on the site links to its page on GitHub.
+if [[ -n ${GITHUB_SERVER_URL:-} && -n ${GITHUB_REPOSITORY:-} ]]; then
+    "$py" "$(dirname "$0")/commit_links.py" .asv/html "$GITHUB_SERVER_URL/$GITHUB_REPOSITORY/commit/"
+fi
