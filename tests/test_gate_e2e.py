@@ -245,6 +245,7 @@ class TestGateEndToEnd:
         assert code == 1, output
         assert verdicts(result) == {"hash": "broken on head"}
         assert "ValueError: boom" in result["reasons"][0]
+        assert "the gate stops at head's first failure: not measured steady" in result["notes"]
         repo.assert_clean()
 
     def test_base_that_cannot_be_measured_is_infrastructure(self, repo):

@@ -390,6 +390,11 @@ def run_gate(options: GateOptions) -> Report:
         name = failure.case or "(all)"
         broken = Comparison(name, [], [], verdict=BROKEN, detail=failure.message)
         report = run.failed(REGRESSION, f"{name} failed on head: {failure.message}", [broken])
+        unmeasured = [n for n in run.names if n != name]
+        if unmeasured:  # so an absent row is not read as a pass
+            report.notes.append(
+                f"the gate stops at head's first failure: not measured {', '.join(unmeasured)}"
+            )
     except (KeyboardInterrupt, Terminated, Cancelled) as exc:
         progress("interrupted; worktrees and workers were cleaned up")
         report = run.failed(INTERRUPTED, "interrupted")
