@@ -276,6 +276,9 @@ def test_gate_reruns_an_inconclusive_gate_once(tmp_path, codes, final, runs):
     assert len((tmp_path / "runs").read_text()) == runs
     notice = "::notice title=Gate inconclusive, running it once more::GPU throttled"
     assert (notice in proc.stdout) == (runs == 2), proc.stdout
+    summary = tmp_path / "out" / "gate.md"  # the first run's summary, then the second's
+    said = summary.exists() and "the run below counts" in summary.read_text()
+    assert said == (runs == 2)
 
 
 def test_gate_usage_error(tmp_path):
