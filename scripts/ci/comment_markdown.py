@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import sys
 from pathlib import Path
 
@@ -14,6 +13,7 @@ from gate_artifact import Bench, Gate  # noqa: E402
 # The default branch's own harness, for the title and shapes its [tool.gemmbench] table gives.
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from gemmbench import config as harness_config  # noqa: E402
+from gemmbench.cases import case_name  # noqa: E402
 
 
 def gate_title() -> str:
@@ -67,10 +67,8 @@ MAX_BODY = 65_536
 # Verdicts with nothing to rerun: every other one is named in the comment's gate command.
 CALM = ("same", "faster", "new on head")
 MOVED = ("slower", "faster", "uncertain", "broken on head", "refused on head")
-# The asv suite's GEMM benchmark, and how a gate case name (variant-n, variant-AxBxC) maps to
-# its parameters.
+# The asv suite's GEMM benchmark, whose parameters are a gate case's variant and shape.
 ASV_BENCHMARK = "bench_gemm.Gemm.time_gemm"
-CASE = re.compile(r"([a-z][a-z0-9_]*)-(\d{1,6}(?:x\d{1,6}){0,2})")
 
 
 def code(text: str, limit: int = 300) -> str:
@@ -85,24 +83,20 @@ def code(text: str, limit: int = 300) -> str:
     return f"`{clean}`" if clean else ""
 
 
-def suite_shapes() -> set[str]:
-    """The asv suite's shape labels ("4096x4096x4096"): the only shapes the dashboard graphs."""
-    config = harness_config.load()
-    return {harness_config.shape_label(shape) for shape in config.shape_set("suite")}
+def suite_shapes() -> tuple:
+    """The asv suite's shapes: the only shapes the dashboard graphs."""
+    return harness_config.load().shape_set("suite")
 
 
-def dashboard_link(base: str | None, name: str, shapes: set[str]) -> str | None:
-    """The asv dashboard graph of gate case NAME (variant-n is time_gemm at n×n×n), or None when
-    the asv suite, whose shapes are SHAPES, does not measure that shape (its graph is empty)."""
-    match = CASE.fullmatch(name)
-    if not base or not match:
+def dashboard_link(base: str | None, name: str, shapes) -> str | None:
+    """The asv dashboard graph of gate case NAME (named by gemmbench.cases.case_name), or None
+    when none of SHAPES, the asv suite's, is its shape (the graph would be empty)."""
+    variant = name.rpartition("-")[0]
+    shape = next((s for s in shapes if case_name(variant, s) == name), None)
+    if not base or not variant or shape is None:
         return None
-    variant, size = match.groups()
-    dims = size.split("x")
-    shape = "x".join(dims * 3) if len(dims) == 1 else size
-    if shape not in shapes:
-        return None
-    return f"{base.rstrip('/')}/#{ASV_BENCHMARK}?p-variant='{variant}'&p-shape='{shape}'"
+    label = harness_config.shape_label(shape)
+    return f"{base.rstrip('/')}/#{ASV_BENCHMARK}?p-variant='{variant}'&p-shape='{label}'"
 
 
 def _unit(values) -> tuple[float, str]:
