@@ -77,8 +77,11 @@ class TestVocabulary:
     """The script's copies of the gate's words."""
 
     def test_words_match_the_gate(self):
-        """The allowed status and verdict words are exactly the gate's."""
+        """The allowed status and verdict words, the verdicts no label accepts and the gate's own
+        row names are exactly the gate's."""
         assert set(gate_artifact.STATUSES) == set(gate_decision.EXIT_CODES)
+        assert gate_artifact.HEAD_AT_FAULT == gate_decision.HEAD_AT_FAULT
+        assert gate_artifact.OWN_ROWS == gate_decision.OWN_ROWS
         assert (
             set(gate_artifact.VERDICTS)
             == set(gate_decision.VERDICTS)

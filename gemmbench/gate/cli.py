@@ -25,7 +25,7 @@ from .. import machine as gpu_machine
 from .. import thresholds as thresholds_mod
 from ..cli import OneLineErrorParser, cannot_write, output_file
 from ..git import GitNotFound
-from .decision import FORGED, INFRA, REGRESSION, USAGE, Comparison, Report
+from .decision import FORGED, INFRA, OUTPUTS_ROW, REGRESSION, USAGE, Comparison, Report
 from .options import (
     DEFAULT_PROVIDER,
     MAX_ROUNDS,
@@ -150,7 +150,7 @@ def _refuse_tampering(report: Report, tampered: list[str]) -> None:
     """Outputs changed during the run by someone other than the judge: only measured code ran
     meanwhile, so head is refused, whatever the measurements said."""
     reason = f"{', '.join(tampered)} changed while the measured code ran; only the gate writes them"
-    report.comparisons.insert(0, Comparison("(outputs)", [], [], verdict=FORGED, detail=reason))
+    report.comparisons.insert(0, Comparison(OUTPUTS_ROW, [], [], verdict=FORGED, detail=reason))
     report.status, report.reasons = REGRESSION, [f"(outputs) was refused on head: {reason}"]
 
 

@@ -24,12 +24,15 @@ from ..git import GitNotFound, WorktreeError, detached_worktrees, signals_blocke
 from . import crosscheck, isolation
 from .answers import check_origins, checked_times
 from .decision import (
+    ALL_ROW,
+    BETWEEN_ROW,
     BROKEN,
     FORGED,
     INFRA,
     INTERRUPTED,
     NEW,
     REGRESSION,
+    SOURCES_ROW,
     USAGE,
     Comparison,
     Report,
@@ -158,7 +161,7 @@ class GateRun:
                 # Base's sources only: head may change its own files as it likes (they are
                 # what is measured), but base's are the reference head is judged against.
                 if isolation.tree_digest(roots["base"] / MEASURED_PACKAGE) != digests["base"]:
-                    self.refusals["(sources)"] = (
+                    self.refusals[SOURCES_ROW] = (
                         f"base's `{MEASURED_PACKAGE}` files changed while the measured code ran; "
                         "base's measurement cannot be trusted"
                     )
@@ -335,7 +338,7 @@ class GateRun:
         base_reported = sum(sum(map(sum, rounds)) for rounds in self.samples["base"].values())
         idle = self.meta.get("cpu_between_requests_s", {})
         if why := crosscheck.work_between_requests(idle, base_reported, gate):
-            self.refusals["(between requests)"] = why
+            self.refusals[BETWEEN_ROW] = why
         self.meta["clock_check"] = crosscheck.summary(self.observed)
         compared = []
         for name in self.names:
@@ -348,7 +351,7 @@ class GateRun:
             if name in self.refusals:
                 c.verdict, c.detail = FORGED, self.refusals[name]
             compared.append(c)
-        for name in ("(sources)", "(between requests)"):
+        for name in (SOURCES_ROW, BETWEEN_ROW):
             if name in self.refusals:
                 compared.append(
                     Comparison(name, [], [], verdict=FORGED, detail=self.refusals[name])
@@ -387,7 +390,7 @@ def run_gate(options: GateOptions) -> Report:
     except HeadBroken as exc:
         failure = exc.failure
         progress(f"head failed: {failure}\n{failure.log}")
-        name = failure.case or "(all)"
+        name = failure.case or ALL_ROW
         broken = Comparison(name, [], [], verdict=BROKEN, detail=failure.message)
         report = run.failed(REGRESSION, f"{name} failed on head: {failure.message}", [broken])
         unmeasured = [n for n in run.names if n != name]

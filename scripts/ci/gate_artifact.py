@@ -29,10 +29,14 @@ VERDICTS = (
     "new on head",
     "refused on head",
 )
-# A case name, or one of the gate's own rows for what is not one benchmark: a head that broke
-# before naming one (all), and refusals of its outputs, sources or work between requests.
+# Verdicts no label can accept: head's code at fault (the gate's HEAD_AT_FAULT).
+HEAD_AT_FAULT = ("broken on head", "refused on head")
+# The gate's own rows, for what is not one benchmark (its OWN_ROWS): a head broken before it
+# named one, and refusals of the outputs, of base's sources and of head's work between requests.
+OWN_ROWS = ("(all)", "(outputs)", "(sources)", "(between requests)")
+# A case name, or one of those rows.
 BENCH_NAME = re.compile(
-    r"[A-Za-z0-9_]{1,32}(?:-[A-Za-z0-9_]{1,32}){0,3}|\((?:all|outputs|sources|between requests)\)"
+    r"[A-Za-z0-9_]{1,32}(?:-[A-Za-z0-9_]{1,32}){0,3}|" + "|".join(map(re.escape, OWN_ROWS))
 )
 MACHINE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 SHA = re.compile(r"[0-9a-f]{40}")

@@ -36,9 +36,6 @@ from github_api import REPO, ApiError, GitHub  # noqa: E402
 BOT = "github-actions[bot]"
 STATUS_CONTEXT = "gemmbench/gate"
 DASHBOARD_URL = re.compile(r"https://[A-Za-z0-9.-]+(?::\d+)?(?:/[A-Za-z0-9._~%/-]*)?")
-# What a label may accept: slower benchmarks. A head that broke a benchmark or whose timings were
-# refused is no trade-off, and a runner that could not tell (inconclusive, failed) judged nothing.
-HEAD_AT_FAULT = ("broken on head", "refused on head")
 
 
 def missing(gates: list[Gate], runners: list[str]) -> list[Gate]:
@@ -55,11 +52,12 @@ def missing(gates: list[Gate], runners: list[str]) -> list[Gate]:
 
 def acceptable(gates: list[Gate]) -> bool:
     """Whether a label may pass GATES: a regression somewhere, every other runner passed, and
-    every benchmark at fault only slower (none broken or refused on head)."""
+    every benchmark at fault only slower (none broken or refused on head). A head at fault is no
+    trade-off, and a runner that could not tell (inconclusive, failed) judged nothing."""
     return (
         any(g.status == "regression" for g in gates)
         and all(g.status in ("pass", "regression") for g in gates)
-        and not any(b.verdict in HEAD_AT_FAULT for g in gates for b in g.benchmarks)
+        and not any(b.verdict in gate_artifact.HEAD_AT_FAULT for g in gates for b in g.benchmarks)
     )
 
 
