@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import statistics
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -24,6 +25,28 @@ extern "C" __global__ void spin(long long cycles) {
     while (clock64() - start < cycles) { }
 }
 """
+
+
+# Processes share a GPU by time slices: while another process has work queued, an empty kernel's
+# launch and synchronize wait out that process's slice (2.4 ms on an H200, against 9 µs alone; the
+# slowest of 93,000 lone probes took 69 µs), and one block spinning in another process made cuBLAS
+# 4096³ 1.93× slower (docs/trust-boundary.md, row 31). So a probe slower than this means the GPU
+# is shared, and a few fast ones in a row mean it is ours alone.
+ALONE_PROBE_S = 200e-6
+ALONE_PROBES = 3
+
+
+def _run_queue_wait_s() -> float:
+    """Seconds this thread has waited for a CPU, runnable (Linux schedstat); 0 where unknown."""
+    try:
+        with open("/proc/thread-self/schedstat") as f:
+            return int(f.read().split()[1]) / 1e9
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+class GpuBusy(RuntimeError):
+    """Another process kept work on the GPU for longer than the caller would wait."""
 
 
 class DeviceClock:
@@ -83,6 +106,35 @@ class DeviceTimer:
         seconds = self._cupy.cuda.get_elapsed_time(self._start, self._stop) / 1e3
         self.clock.record(seconds)
         return seconds
+
+    def wait_until_alone(self, limit_s: float) -> tuple[float, int]:
+        """Wait until no other process's work is queued on the GPU: ALONE_PROBES empty launches
+        in a row each return within ALONE_PROBE_S. Returns (seconds waited, slow probes seen);
+        raises GpuBusy after ``limit_s``. A probe the host kept waiting for a CPU (this
+        thread's run-queue wait grew by ALONE_PROBE_S / 2) says nothing about the GPU: on a busy
+        machine it is neither fast nor slow."""
+        import numpy
+
+        stream = self._cupy.cuda.get_current_stream()
+        started = time.perf_counter()
+        fast = slow = 0
+        while fast < ALONE_PROBES:
+            queued = _run_queue_wait_s()
+            before = time.perf_counter()
+            self._spin((1,), (1,), (numpy.int64(0),))
+            stream.synchronize()
+            now = time.perf_counter()
+            if now - before <= ALONE_PROBE_S:
+                fast += 1
+            elif _run_queue_wait_s() - queued < ALONE_PROBE_S / 2:
+                fast, slow = 0, slow + 1
+            if now - started > limit_s:
+                raise GpuBusy(
+                    f"the GPU ran another process's work for {limit_s:.0f} s "
+                    f"({slow} of our empty launches waited longer than "
+                    f"{ALONE_PROBE_S * 1e6:.0f} µs)"
+                )
+        return time.perf_counter() - started, slow
 
     def samples(self, launch: Callable[[], object], *, repeat: int, warmup: int = 2) -> list[float]:
         """Warm up ``warmup`` times (untimed), then return ``repeat`` device-time samples."""

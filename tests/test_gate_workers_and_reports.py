@@ -133,7 +133,7 @@ class TestBlame:
         workers = {"base": base or StubWorker(), "head": StubWorker()}
         run.blame(failure, workers, during_rounds=True)
 
-    @pytest.mark.parametrize("kind", ["cuda", "crash", "timeout", "killed"])
+    @pytest.mark.parametrize("kind", ["cuda", "crash", "timeout", "killed", "busy"])
     def test_head_fails_base_healthy(self, run, kind):
         """A CUDA error, crash or hang in head while base still answers is head's fault."""
         base = StubWorker()
@@ -143,6 +143,16 @@ class TestBlame:
         with pytest.raises(gate_run.HeadBroken):
             self.blame(run, failure, base)
         assert base.requests >= 1
+
+    def test_base_kept_waiting_by_work_head_left(self, run):
+        """Base finding the GPU busy past the limit with head's processes stopped is head's
+        doing; if head found it busy too, something outside the gate was: the machine."""
+        failure = gate_process.WorkerFailure("base", "busy", "the GPU ran another process's work")
+        with pytest.raises(gate_run.HeadBroken, match="left GPU work running"):
+            self.blame(run, failure)
+        run.gpu_waits["head"].append(0.5)
+        with pytest.raises(InfraFailure, match="another process's work"):
+            self.blame(run, failure)
 
     def test_head_and_base_fail(self, run):
         """When base fails the health check too, the GPU is at fault: infrastructure."""

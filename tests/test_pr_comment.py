@@ -129,10 +129,13 @@ class TestValidation:
         with pytest.raises(gate_artifact.BadArtifact, match=why):
             gate_artifact.parse(json.dumps(record), "h200-pr")
 
-    @pytest.mark.parametrize("name", ["(all)", "(outputs)", "(sources)", "(between requests)"])
+    @pytest.mark.parametrize(
+        "name", ["(all)", "(outputs)", "(sources)", "(between requests)", "(left running)"]
+    )
     def test_the_gates_own_rows_are_accepted(self, name):
-        """A head broken before any benchmark ran, or refused for its outputs, sources or work
-        between requests, reads as that in the comment, not as a refused record."""
+        """A head broken before any benchmark ran, or refused for its outputs, sources, work
+        between requests or GPU work left running, reads as that in the comment, not as a
+        refused record."""
         record = gate_record(1.0, status="regression")
         verdict = "broken on head" if name == "(all)" else "refused on head"
         record["benchmarks"].insert(0, {"name": name, "verdict": verdict, "detail": "why"})

@@ -223,3 +223,37 @@ class TestDeviceTimerOnGpu:
 
         timer.samples(launch_after_host_work, repeat=1)
         assert min(timer.samples(launch_after_host_work, repeat=5)) < 0.0001
+
+
+# Another process: one block spinning for SECONDS, announced once queued.
+SPIN_ELSEWHERE = """
+import sys, cupy, numpy
+spin = cupy.RawKernel('extern "C" __global__ void s(long long c)'
+                      '{long long t=clock64(); while(clock64()-t<c){}}', 's')
+spin((1,), (1,), (numpy.int64(SECONDS * cupy.cuda.Device().attributes["ClockRate"] * 1000),))
+print("queued", flush=True)
+cupy.cuda.get_current_stream().synchronize()
+"""
+
+
+@pytest.mark.gpu
+def test_wait_until_alone_waits_out_another_process():
+    """Alone, the GPU is free at once; while another process's kernel runs, the wait lasts until
+    it ends, its probes slow; and past the limit it raises GpuBusy."""
+    timer = timing.DeviceTimer()
+    waited, slow = timer.wait_until_alone(5)
+    assert slow == 0 and waited < 0.05
+    other = subprocess.Popen(
+        [sys.executable, "-c", SPIN_ELSEWHERE.replace("SECONDS", "1.0")],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert other.stdout.readline().strip() == "queued"
+        with pytest.raises(timing.GpuBusy, match="another process's work"):
+            timer.wait_until_alone(0.2)
+        waited, slow = timer.wait_until_alone(10)
+        assert slow >= 1 and 0.2 < waited < 5
+    finally:
+        other.wait(timeout=30)
+    assert timer.wait_until_alone(5)[1] == 0

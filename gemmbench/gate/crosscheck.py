@@ -102,6 +102,32 @@ def work_between_requests(
     )
 
 
+def work_left_on_gpu(
+    waits: Mapping[str, Sequence[float]], base_reported: float, settings: GateSettings
+) -> tuple[str | None, str | None]:
+    """(why head is refused, why the run cannot be trusted) from the turns that began with the
+    GPU running another process's work: {side: [seconds waited, one per such turn]}.
+
+    Each turn begins with the other side stopped, so an honest run waits for nothing. Base
+    waiting means work head queued before it stopped was still running: head's times do not
+    cover it, and base would have shared the GPU with it. Refused when base waited at the start
+    of two turns or more, for longer in all than ``tolerance`` × base's reported seconds (20 ms
+    at least: a probe the host scheduler delayed), and head did not. Both sides waiting so
+    means a process outside the gate used the GPU: the run is inconclusive.
+    """
+    floor = max(settings.tolerance * base_reported, 0.02)
+    base, head = (list(waits.get(side, ())) for side in ("base", "head"))
+    waited = {side: len(w) >= 2 and sum(w) > floor for side, w in (("base", base), ("head", head))}
+    if waited["base"] and waited["head"]:
+        return None, (
+            f"the GPU ran another process's work when {len(base)} of base's and {len(head)} of "
+            f"head's turns began ({sum(base) + sum(head):.3f} s waited)"
+        )
+    if not waited["base"]:
+        return None, None
+    return f"base waited {sum(base):.3f} s for it when {len(base)} of its turns began", None
+
+
 def summary(observations: Mapping[str, Mapping[str, Sequence[Observation]]]) -> dict:
     """{benchmark: {side: median unexplained seconds}}, for the JSON record."""
     out: dict[str, dict[str, float]] = {}

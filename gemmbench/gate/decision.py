@@ -48,9 +48,10 @@ SAME, SLOWER, FASTER, UNSTABLE, UNCERTAIN, DRIFT, BROKEN, NEW, FORGED = VERDICTS
 # Verdicts that fail the gate whatever the machine did: head's code is at fault, not the clock.
 HEAD_AT_FAULT = (BROKEN, FORGED)
 # The gate's own rows, for what is not one benchmark: a head broken before it named one, and
-# refusals of the outputs, of base's sources and of head's work between requests.
-OWN_ROWS = ("(all)", "(outputs)", "(sources)", "(between requests)")
-ALL_ROW, OUTPUTS_ROW, SOURCES_ROW, BETWEEN_ROW = OWN_ROWS
+# refusals of the outputs, of base's sources, of head's work between requests and of the GPU
+# work head left running.
+OWN_ROWS = ("(all)", "(outputs)", "(sources)", "(between requests)", "(left running)")
+ALL_ROW, OUTPUTS_ROW, SOURCES_ROW, BETWEEN_ROW, LEFT_ROW = OWN_ROWS
 
 
 @dataclass

@@ -11,10 +11,10 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from .isolation import kill_group
+from .isolation import add_worker_session, drop_worker_session, kill_group
 
 # The checkout (or site-packages) that holds the running gemmbench.
 HARNESS_ROOT = Path(__file__).resolve().parent.parent.parent
@@ -91,6 +91,7 @@ class WorkerProcess:
             env=env,
             start_new_session=True,
         )
+        add_worker_session(self.proc.pid)  # the gate pauses it only while the other side measures
         threading.Thread(target=self._read_stdout, daemon=True).start()
         threading.Thread(target=self._read_stderr, daemon=True).start()
 
@@ -207,6 +208,23 @@ class WorkerProcess:
                 self.proc.kill()
                 self.proc.wait()
         kill_group(self.proc.pid)  # start_new_session made the worker its group's leader
+        drop_worker_session(self.proc.pid)
+
+
+def pin_to_one_cpu(pids: Sequence[int], cpu: int | None = None) -> int | None:
+    """Pin the workers to one and the same CPU (default: our last); returns it, or None.
+
+    Both sides' host work then runs under the same conditions; they never run at once, so sharing
+    costs no time. Gates run side by side get different CPUs (gemmbench.gate.spread).
+    """
+    if not hasattr(os, "sched_setaffinity"):
+        return None
+    allowed = sorted(os.sched_getaffinity(0))
+    cpu = allowed[-1 - (cpu or 0) % len(allowed)]  # from the last: CPU 0 takes interrupts
+    for pid in pids:
+        with contextlib.suppress(OSError):  # a worker that has just died is reported elsewhere
+            os.sched_setaffinity(pid, {cpu})
+    return cpu
 
 
 def _read_gpu_state(round_index: int, device: str | None = None) -> dict:

@@ -11,8 +11,6 @@ one benchmark, and the judge keeps its own wall time of it (gemmbench.gate.cross
 
 from __future__ import annotations
 
-import contextlib
-import os
 import statistics
 import sys
 import time
@@ -21,8 +19,8 @@ from pathlib import Path
 
 from .. import thresholds as thresholds_mod
 from ..git import GitNotFound, WorktreeError, detached_worktrees, signals_blocked
-from . import crosscheck, isolation
-from .answers import check_origins, checked_times
+from . import crosscheck, isolation, turns
+from .answers import check_origins
 from .decision import (
     ALL_ROW,
     BETWEEN_ROW,
@@ -30,6 +28,7 @@ from .decision import (
     FORGED,
     INFRA,
     INTERRUPTED,
+    LEFT_ROW,
     NEW,
     REGRESSION,
     SOURCES_ROW,
@@ -50,7 +49,7 @@ from .options import (
     check_provider,
 )
 from .output import short_sha
-from .process import Cancelled, GpuMonitor, WorkerFailure, WorkerProcess
+from .process import Cancelled, GpuMonitor, WorkerFailure, WorkerProcess, pin_to_one_cpu
 from .revisions import WORKING_TREE, RevisionError, resolve
 
 # Compiling every kernel from a cold CuPy cache can take a minute; a round of the default cases
@@ -60,6 +59,7 @@ ROUND_TIMEOUT_S = 120.0
 # Failures of base that head's code, running as the same user, could have caused: a signal, or
 # a worker stopped (SIGSTOP) until it timed out. Base's own error messages are base's.
 _CAUSED_FROM_OUTSIDE = ("killed", "timeout")
+LEFT_WORK = "head left GPU work running after its answers, which its times do not cover"
 
 
 class HeadBroken(Exception):
@@ -72,22 +72,6 @@ class HeadBroken(Exception):
 
 def progress(message: str) -> None:
     print(f"[gate] {message}", file=sys.stderr, flush=True)
-
-
-def pin_to_one_cpu(pids: Sequence[int], cpu: int | None = None) -> int | None:
-    """Pin the workers to one and the same CPU (default: our last); returns it, or None.
-
-    Both sides' host work then runs under the same conditions; they never run at once, so sharing
-    costs no time. Gates run side by side get different CPUs (gemmbench.gate.spread).
-    """
-    if not hasattr(os, "sched_setaffinity"):
-        return None
-    allowed = sorted(os.sched_getaffinity(0))
-    cpu = allowed[-1 - (cpu or 0) % len(allowed)]  # from the last: CPU 0 takes interrupts
-    for pid in pids:
-        with contextlib.suppress(OSError):  # a worker that has just died is reported elsewhere
-            os.sched_setaffinity(pid, {cpu})
-    return cpu
 
 
 class GateRun:
@@ -113,6 +97,8 @@ class GateRun:
         self.refusals: dict[str, str] = {}
         self.head_started = False
         self.timers: dict[str, str] = {}
+        self.workers: Mapping[str, WorkerProcess] = {}
+        self.gpu_waits: dict[str, list[float]] = {"base": [], "head": []}
 
     def check(self) -> None:
         """Everything that needs no checkout: thresholds, provider, rounds, samples, revisions."""
@@ -171,7 +157,7 @@ class GateRun:
     def blame(self, failure: WorkerFailure, workers, during_rounds: bool) -> None:
         """Raise what a worker's failure means: head's fault (1), usage (2) or the machine (4)."""
         if failure.side == "head":
-            if failure.kind in ("cuda", "crash", "timeout", "killed"):
+            if failure.kind in ("cuda", "crash", "timeout", "killed", "busy"):
                 # A CUDA error or crash in head may be head's kernel or a failing GPU: ask base.
                 try:
                     self._round_of(workers["base"], "base", self.names[:1], 1, record=False)
@@ -183,6 +169,10 @@ class GateRun:
             raise HeadBroken(failure)
         if failure.kind == "provider":
             raise UsageError(f"the cases provider failed on base: {failure.message}")
+        if failure.kind == "busy" and self.head_started and not self.gpu_waits["head"]:
+            raise HeadBroken(  # head's processes were stopped, and only head's work was left
+                WorkerFailure("head", "left running", f"{LEFT_WORK} ({failure.message})")
+            )
         if self.head_started and failure.kind in _CAUSED_FROM_OUTSIDE:
             raise HeadBroken(
                 WorkerFailure(
@@ -208,6 +198,7 @@ class GateRun:
             self.blame(failure, workers, during_rounds=False)
 
     def _measure_with(self, workers: Mapping[str, WorkerProcess], roots, started: float) -> None:
+        self.workers = workers
         hellos = {"base": self._start(workers["base"], workers)}
         check_origins("base", hellos["base"], roots["base"])
         device = hellos["base"].get("device")
@@ -293,19 +284,18 @@ class GateRun:
     def _round_of(
         self, worker: WorkerProcess, side: str, names: list[str], samples: int, record=True
     ) -> None:
-        """One side's turn: an untimed warm-up launch, then one timed request per benchmark."""
-        answer = worker.request({"op": "warm", "cases": names[:1]}, ROUND_TIMEOUT_S)
-        if answer.get("event") != "warm":
-            raise WorkerFailure(side, "protocol", f"expected warm, got {answer.get('event')!r}")
+        """One side's turn (gemmbench.gate.turns), the other side's worker paused throughout."""
+        other = self.workers.get("head" if side == "base" else "base")
+        paused = [other.proc.pid] if other is not None and other.proc is not None else []
+        turn = turns.take(worker, side, names, samples, paused, self.timers, ROUND_TIMEOUT_S)
+        if not record:
+            return
         for name in names:
-            request = {"op": "measure", "cases": [name], "samples": samples}
-            # The clock base's worker says the case uses: CPU time for "cpu" cases, else wall.
-            clock = "cpu" if self.timers.get(name) == "cpu" else "wall"
-            answer, wall = worker.timed_request(request, ROUND_TIMEOUT_S, clock)
-            times = checked_times(answer, [name], samples, side)[name]
-            if record:
-                self.samples[side][name].append(times)
-                self.observed[side][name].append(crosscheck.Observation(sum(times), wall))
+            self.samples[side][name].append(turn.times[name])
+            observed = crosscheck.Observation(sum(turn.times[name]), turn.seconds[name])
+            self.observed[side][name].append(observed)
+        if turn.slow_probes:  # the GPU ran another process's work when the turn began
+            self.gpu_waits[side].append(turn.waited_s)
 
     def _rounds(self, workers, names: list[str], monitor: GpuMonitor | None) -> None:
         gate = self.config.gate
@@ -339,6 +329,12 @@ class GateRun:
         idle = self.meta.get("cpu_between_requests_s", {})
         if why := crosscheck.work_between_requests(idle, base_reported, gate):
             self.refusals[BETWEEN_ROW] = why
+        self.meta["gpu_waits"] = {
+            s: {"turns": len(w), "s": sum(w)} for s, w in self.gpu_waits.items()
+        }
+        left, shared = crosscheck.work_left_on_gpu(self.gpu_waits, base_reported, gate)
+        if left:
+            self.refusals[LEFT_ROW] = f"{LEFT_WORK}: {left}"
         self.meta["clock_check"] = crosscheck.summary(self.observed)
         compared = []
         for name in self.names:
@@ -351,7 +347,7 @@ class GateRun:
             if name in self.refusals:
                 c.verdict, c.detail = FORGED, self.refusals[name]
             compared.append(c)
-        for name in (SOURCES_ROW, BETWEEN_ROW):
+        for name in (SOURCES_ROW, BETWEEN_ROW, LEFT_ROW):
             if name in self.refusals:
                 compared.append(
                     Comparison(name, [], [], verdict=FORGED, detail=self.refusals[name])
@@ -360,6 +356,7 @@ class GateRun:
         problems, notes = (
             gpu_problems(self.states, gate.max_clock_drop) if self.states else ([], [])
         )
+        problems += [shared] if shared else []
         if not gate.canary:
             notes.append("no canary benchmark is configured, so machine drift is not checked")
         status, reasons = decide(self.comparisons, problems)

@@ -17,15 +17,17 @@ measured code prints is moved to stderr, so it cannot corrupt a message.
     worker: {"event": "hello", "cases": [{"name", "timer", "flops"}], "device", "origins", ...}
     gate:   {"op": "prepare", "cases": [names], "warmup": n}
     worker: {"event": "ready", "seconds": s}
-    gate:   {"op": "warm", "cases": [names]}        (one untimed launch each, before a round)
-    worker: {"event": "warm"}
+    gate:   {"op": "warm", "cases": [names], "alone_within": s}   (before each turn: waits
+            until no other process's work is on the GPU, then one untimed launch of each)
+    worker: {"event": "warm", "waited_s": s, "slow_probes": n}
     gate:   {"op": "measure", "cases": [names], "samples": n, "warmup": w}
     worker: {"event": "round", "times": {name: [seconds, ...]}}
     gate:   {"op": "quit"}   (or closes stdin)
 
 On failure the worker sends {"event": "error", "kind", "case", "message", "traceback"} and exits 1.
 ``kind`` is "provider" (the provider or its cases are unusable), "case" (the revision's code
-raised), "cuda" (a CUDA, cuBLAS or device error: the GPU may be at fault) or "protocol".
+raised), "cuda" (a CUDA, cuBLAS or device error: the GPU may be at fault), "busy" (another
+process's work stayed on the GPU past ``alone_within``) or "protocol".
 """
 
 from __future__ import annotations
@@ -45,8 +47,9 @@ from pathlib import Path
 
 from .. import exitcodes, machine, measure
 from ..cases import TIMERS
+from ..timing import GpuBusy
 from .guard import GuardError, HarnessGuard, MeasuredPackageFinder
-from .isolation import not_dumpable
+from .isolation import die_with_parent, not_dumpable
 from .names import MEASURED_PACKAGE
 
 # Exceptions that can come from the GPU or driver rather than from the revision's code.
@@ -175,10 +178,19 @@ class Worker:
             except GuardError as exc:
                 raise WorkerError("case", str(exc)) from None
 
-    def warm(self, names) -> None:
-        """One untimed launch of each case: the other side ran in between, so the GPU may have
+    def warm(self, names, alone_within: float | None = None) -> tuple[float, int]:
+        """Wait until the GPU runs no other process's work (``alone_within`` seconds at most),
+        then one untimed launch of each case: the other side ran in between, so the GPU may have
         been idle. The gate asks for it apart from the timed request, so that the wall time it
-        sees for a timed request holds nothing but the timed launches."""
+        sees for a timed request holds nothing but the timed launches. Returns (seconds waited,
+        slow probes): the gate has paused the other side, so what is left is work it queued
+        before, still running, and it would share the GPU with this side's timed launches."""
+        waited = (0.0, 0)
+        if alone_within is not None and self._device_timer is not None:
+            try:
+                waited = self._device_timer.wait_until_alone(alone_within)
+            except GpuBusy as exc:
+                raise WorkerError("busy", str(exc)) from None
         for name in names:
             case = self._case(name)
             try:
@@ -186,6 +198,7 @@ class Worker:
             except Exception as exc:
                 raise WorkerError(_kind_of(exc), f"{name}: {_describe(exc)}", name) from exc
         self.check()
+        return waited
 
     def measure(self, names, samples: int, warmup: int = 0) -> dict[str, list[float]]:
         times = {}
@@ -291,8 +304,11 @@ def serve(root: Path, cases_from: str, channel, requests, package: str = MEASURE
                 worker.prepare(request["cases"], int(request.get("warmup", 2)))
                 send({"event": "ready", "seconds": time.perf_counter() - start})
             elif op == "warm":
-                worker.warm(request["cases"])
-                send({"event": "warm"})
+                alone_within = request.get("alone_within")
+                waited, slow = worker.warm(
+                    request["cases"], None if alone_within is None else float(alone_within)
+                )
+                send({"event": "warm", "waited_s": waited, "slow_probes": slow})
             elif op == "measure":
                 cases, samples = request["cases"], int(request["samples"])
                 times = worker.measure(cases, samples, int(request.get("warmup", 0)))
@@ -336,6 +352,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--package", default=MEASURED_PACKAGE, help="the package WORKTREE supplies")
     args = parser.parse_args(argv)
     not_dumpable()  # before any measured code: the other side cannot ptrace this process
+    # The gate pauses a worker (SIGSTOP) while the other side measures; a paused worker cannot
+    # read the end of its input, so it must die with the gate, even one killed outright.
+    die_with_parent(os.getppid())
 
     # The protocol keeps the real stdout; fd 1 is pointed at stderr so that prints from the
     # measured code, including C extensions writing to fd 1, cannot interleave with messages.

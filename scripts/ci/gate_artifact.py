@@ -33,7 +33,7 @@ VERDICTS = (
 HEAD_AT_FAULT = ("broken on head", "refused on head")
 # The gate's own rows, for what is not one benchmark (its OWN_ROWS): a head broken before it
 # named one, and refusals of the outputs, of base's sources and of head's work between requests.
-OWN_ROWS = ("(all)", "(outputs)", "(sources)", "(between requests)")
+OWN_ROWS = ("(all)", "(outputs)", "(sources)", "(between requests)", "(left running)")
 # A case name, or one of those rows.
 BENCH_NAME = re.compile(
     r"[A-Za-z0-9_]{1,32}(?:-[A-Za-z0-9_]{1,32}){0,3}|" + "|".join(map(re.escape, OWN_ROWS))
