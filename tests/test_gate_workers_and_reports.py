@@ -148,6 +148,7 @@ class TestBlame:
         """Base finding the GPU busy past the limit with head's processes stopped is head's
         doing; if head found it busy too, something outside the gate was: the machine."""
         failure = gate_process.WorkerFailure("base", "busy", "the GPU ran another process's work")
+        run.gpu_waits["head"] += [0.0005, 0.0005]  # switching between the two processes
         with pytest.raises(gate_run.HeadBroken, match="left GPU work running"):
             self.blame(run, failure)
         run.gpu_waits["head"].append(0.5)

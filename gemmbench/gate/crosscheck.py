@@ -102,6 +102,18 @@ def work_between_requests(
     )
 
 
+# A turn that begins right after the other side's pays the GPU's switch between the two
+# processes: its first empty launch took ~0.5 ms on an H200 (about half the turns of an A/A run,
+# 3 ms in all). Waits below this floor are that, or a probe the host delayed.
+WAIT_FLOOR_S = 0.02
+
+
+def kept_waiting(waits: Sequence[float], floor: float = WAIT_FLOOR_S) -> bool:
+    """Whether a side's turns waited for the GPU more than switching explains: at the start of
+    two turns or more, longer than ``floor`` in all."""
+    return len(waits) >= 2 and sum(waits) > floor
+
+
 def work_left_on_gpu(
     waits: Mapping[str, Sequence[float]], base_reported: float, settings: GateSettings
 ) -> tuple[str | None, str | None]:
@@ -115,9 +127,9 @@ def work_left_on_gpu(
     at least: a probe the host scheduler delayed), and head did not. Both sides waiting so
     means a process outside the gate used the GPU: the run is inconclusive.
     """
-    floor = max(settings.tolerance * base_reported, 0.02)
+    floor = max(settings.tolerance * base_reported, WAIT_FLOOR_S)
     base, head = (list(waits.get(side, ())) for side in ("base", "head"))
-    waited = {side: len(w) >= 2 and sum(w) > floor for side, w in (("base", base), ("head", head))}
+    waited = {side: kept_waiting(w, floor) for side, w in (("base", base), ("head", head))}
     if waited["base"] and waited["head"]:
         return None, (
             f"the GPU ran another process's work when {len(base)} of base's and {len(head)} of "

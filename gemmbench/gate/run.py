@@ -21,6 +21,7 @@ from .. import thresholds as thresholds_mod
 from ..git import GitNotFound, WorktreeError, detached_worktrees, signals_blocked
 from . import crosscheck, isolation, turns
 from .answers import check_origins
+from .crosscheck import kept_waiting
 from .decision import (
     ALL_ROW,
     BETWEEN_ROW,
@@ -169,7 +170,11 @@ class GateRun:
             raise HeadBroken(failure)
         if failure.kind == "provider":
             raise UsageError(f"the cases provider failed on base: {failure.message}")
-        if failure.kind == "busy" and self.head_started and not self.gpu_waits["head"]:
+        if (
+            failure.kind == "busy"
+            and self.head_started
+            and not kept_waiting(self.gpu_waits["head"])
+        ):
             raise HeadBroken(  # head's processes were stopped, and only head's work was left
                 WorkerFailure("head", "left running", f"{LEFT_WORK} ({failure.message})")
             )
