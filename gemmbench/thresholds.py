@@ -3,7 +3,8 @@
 Every key is checked and the error names it, so a typo cannot fall back to a default in the
 code; this module holds no numbers of its own. The file is the one ``[tool.gemmbench] thresholds``
 names. Optional gate keys: ``cases`` (default: every registered variant at every gate shape;
-patterns such as "*-4096" match case names, in ``canary`` too) and ``tolerances`` (per benchmark).
+patterns such as "*-4096" match case names, in ``canary`` too), ``tolerances`` (per benchmark)
+and ``exclusive_turns`` (default false; gemmbench.gate.turns).
 """
 
 from __future__ import annotations
@@ -77,6 +78,7 @@ class GateSettings:
     max_clock_drop: float
     max_spread: float
     tolerances: Mapping[str, float] = dataclasses.field(default_factory=dict)
+    exclusive_turns: bool = False
 
     def for_case(self, name: str) -> GateSettings:
         """These settings with ``name``'s own tolerance (``[gate.tolerances]``), if it has one."""
@@ -131,16 +133,17 @@ _GATE_KEYS = {
     "tolerances": _Key(
         dict, lambda v: all(0 <= t < 1 for t in v.values()), "a table of benchmark = [0, 1)"
     ),
+    "exclusive_turns": _Key(bool, lambda v: True, "true or false"),
 }
 # Keys that may be left out: their defaults.
-_OPTIONAL = {"gate": {"cases": ("*",), "tolerances": {}}}
+_OPTIONAL = {"gate": {"cases": ("*",), "tolerances": {}, "exclusive_turns": False}}
 _SECTIONS = {"speedups": (_SPEEDUP_KEYS, Speedups), "gate": (_GATE_KEYS, GateSettings)}
 
 
 def _convert(key: _Key, value):
     """The value as ``key.kind``, or None when it has the wrong type."""
-    if isinstance(value, bool):
-        return None
+    if key.kind is bool or isinstance(value, bool):
+        return value if key.kind is bool and isinstance(value, bool) else None
     if key.kind is int:
         return value if isinstance(value, int) else None
     if key.kind is float:

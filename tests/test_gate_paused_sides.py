@@ -1,7 +1,8 @@
-"""While one side measures, the other side runs nothing and has nothing left on the GPU: the
-judge stops every process of the other side for each turn (gemmbench.gate.turns), and the side
-waits until no other process's work is queued on the GPU. End to end on CPU with the gate's CPU
-double, and on a GPU with an attack that, without the pause, hides a 2× slowdown."""
+"""With ``[gate] exclusive_turns``, while one side measures the other runs nothing and has nothing
+left on the GPU: the judge stops every process of the other side for each turn
+(gemmbench.gate.turns), and the side waits until no other process's work is queued on the GPU.
+End to end on CPU with the gate's CPU double, and on a GPU with an attack that, without them,
+hides a 2× slowdown."""
 
 from __future__ import annotations
 
@@ -76,6 +77,7 @@ def test_head_runs_nothing_while_base_measures(repo):
     )
     hostile = TICKERS.format(thread_ticks=str(thread_ticks), daemon_ticks=str(daemon_ticks))
     head = repo.commit("slower, with tickers", SLOWER + textwrap.dedent(hostile))
+    repo.thresholds.write_text(THRESHOLDS + "exclusive_turns = true\n")
     windows.unlink(missing_ok=True)  # base's launches before head started are not the point
     code, output, result = repo.gate(base, head)
     assert code == 1 and verdicts(result)["hash"] == "slower", output
@@ -87,6 +89,20 @@ def test_head_runs_nothing_while_base_measures(repo):
         inside = [t for t in _times(ticks) if any(a < t < b for a, b in spans)]
         assert _times(ticks) and not inside, (ticks.name, len(inside), output)
     repo.assert_clean()
+
+
+def test_turns_are_not_exclusive_unless_asked(repo):
+    """Off by default: head's thread and daemon run while base measures, as before."""
+    windows, thread_ticks, daemon_ticks = (repo.tmp / n for n in ("windows", "thread", "daemon"))
+    base = repo.commit(
+        "base notes its launches", MEASURED + BASE_WINDOWS.format(windows=str(windows))
+    )
+    hostile = TICKERS.format(thread_ticks=str(thread_ticks), daemon_ticks=str(daemon_ticks))
+    head = repo.commit("slower, with tickers", SLOWER + textwrap.dedent(hostile))
+    code, output, result = repo.gate(base, head)
+    assert code == 1 and "gpu_waits" in result and not result["gate"]["exclusive_turns"], output
+    spans = [tuple(map(float, line.split())) for line in windows.read_text().splitlines()]
+    assert any(a < t < b for t in _times(thread_ticks) for a, b in spans), output
 
 
 def _state(pid: int) -> str:
@@ -265,7 +281,8 @@ def test_gpu_work_head_leaves_running_neither_hides_a_slowdown_nor_passes(repo):
     turn, so it measures on a GPU of its own and head's 2× slowdown shows; and the wait itself
     refuses head, whose times do not cover the work it left."""
     (repo.tmp / "provider" / "benchcases.py").write_text(GPU_PROVIDER)
-    repo.thresholds.write_text(THRESHOLDS.replace('cases = ["hash", "steady"]', 'cases = ["mm"]'))
+    gpu_thresholds = THRESHOLDS.replace('cases = ["hash", "steady"]', 'cases = ["mm"]')
+    repo.thresholds.write_text(gpu_thresholds + "exclusive_turns = true\n")
     base = repo.commit("cuBLAS 4096", GPU_MEASURED)
     head = repo.commit("twice, and a spin left running", GPU_MEASURED + GPU_HOSTILE)
     code, output, result = repo.gate(base, head)

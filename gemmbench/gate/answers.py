@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from .decision import NEW, Comparison
 from .names import MEASURED_PACKAGE
-from .options import InfraFailure
+from .options import InfraFailure, UsageError
 from .process import HARNESS_ROOT, WorkerFailure
 
 
@@ -59,3 +60,27 @@ def checked_times(answer: Mapping, names: Sequence[str], samples: int, side: str
     if not ok:
         raise WorkerFailure(side, "protocol", f"an answer that is not {samples} times per case")
     return times
+
+
+def offered_by_both(
+    hellos: Mapping[str, Mapping], wanted: list[str], canary: Sequence[str]
+) -> tuple[list[str], dict[str, int | None], list[Comparison]]:
+    """The wanted benchmarks both sides offer, their flops (head's), and a "new on head" row for
+    each that only head offers. A benchmark head lacks, or none in common, is a usage error."""
+    offered = {side: {c["name"]: c for c in hello["cases"]} for side, hello in hellos.items()}
+    unknown = [n for n in wanted if n not in offered["head"]]
+    if unknown:
+        raise UsageError(
+            f"head offers no benchmark {', '.join(unknown)}; it offers {', '.join(offered['head'])}"
+        )
+    names, flops, new = [], {}, []
+    for name in wanted:
+        if name not in offered["base"]:
+            detail = "not offered by base, not compared"
+            new.append(Comparison(name, [], [], canary=name in canary, verdict=NEW, detail=detail))
+            continue
+        names.append(name)
+        flops[name] = offered["head"][name].get("flops")
+    if not names:
+        raise UsageError("no benchmark is offered by both sides")
+    return names, flops, new

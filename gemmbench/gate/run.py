@@ -20,7 +20,7 @@ from pathlib import Path
 from .. import thresholds as thresholds_mod
 from ..git import GitNotFound, WorktreeError, detached_worktrees, signals_blocked
 from . import crosscheck, isolation, turns
-from .answers import check_origins
+from .answers import check_origins, offered_by_both
 from .crosscheck import kept_waiting
 from .decision import (
     ALL_ROW,
@@ -30,7 +30,6 @@ from .decision import (
     INFRA,
     INTERRUPTED,
     LEFT_ROW,
-    NEW,
     REGRESSION,
     SOURCES_ROW,
     USAGE,
@@ -230,7 +229,15 @@ class GateRun:
         self.meta["thresholds"] = {"path": str(self.config.path), "gpu_table": self.config.gpu}
         self.meta["gate"] = {
             k: getattr(gate, k)
-            for k in ("tolerance", "alpha", "rounds", "samples", "max_clock_drop", "max_spread")
+            for k in (
+                "tolerance",
+                "alpha",
+                "rounds",
+                "samples",
+                "max_clock_drop",
+                "max_spread",
+                "exclusive_turns",
+            )
         }
         names = self.select(hellos, wanted)
         # Said only now, so that a run refused for its cases says so in one line.
@@ -262,37 +269,22 @@ class GateRun:
         self.meta["measure_s"] = time.perf_counter() - started - self.meta["startup_s"]
 
     def select(self, hellos: Mapping[str, Mapping], wanted: list[str]) -> list[str]:
-        offered = {side: {c["name"]: c for c in hello["cases"]} for side, hello in hellos.items()}
-        unknown = [n for n in wanted if n not in offered["head"]]
-        if unknown:
-            raise UsageError(
-                f"head offers no benchmark {', '.join(unknown)}; "
-                f"it offers {', '.join(offered['head'])}"
-            )
         canary = self.config.gate.canary
-        names = []
-        for name in wanted:
-            if name not in offered["base"]:
-                detail = "not offered by base, not compared"
-                self.comparisons.append(
-                    Comparison(name, [], [], canary=name in canary, verdict=NEW, detail=detail)
-                )
-                continue
-            names.append(name)
-            self.flops[name] = offered["head"][name].get("flops")
-        self.canaries = {n for n in canary if n in names}
-        self.names = names
-        if not names:
-            raise UsageError("no benchmark is offered by both sides")
-        return names
+        self.names, self.flops, new = offered_by_both(hellos, wanted, canary)
+        self.comparisons += new
+        self.canaries = {n for n in canary if n in self.names}
+        return self.names
 
     def _round_of(
         self, worker: WorkerProcess, side: str, names: list[str], samples: int, record=True
     ) -> None:
-        """One side's turn (gemmbench.gate.turns), the other side's worker paused throughout."""
+        """One side's turn (gemmbench.gate.turns); with exclusive turns, the other side paused."""
         other = self.workers.get("head" if side == "base" else "base")
         paused = [other.proc.pid] if other is not None and other.proc is not None else []
-        turn = turns.take(worker, side, names, samples, paused, self.timers, ROUND_TIMEOUT_S)
+        exclusive = self.config is not None and self.config.gate.exclusive_turns
+        turn = turns.take(
+            worker, side, names, samples, paused, self.timers, ROUND_TIMEOUT_S, exclusive
+        )
         if not record:
             return
         for name in names:

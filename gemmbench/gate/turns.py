@@ -3,9 +3,11 @@
 Processes share a GPU by time slices, so work one side leaves running after its answers would
 take slices from the other side's timed launches: on an H200 a single block that head's worker
 kept spinning made base's 4096³ kernels 1.9× slower, and a 53% regression of head read as 19%
-faster (docs/trust-boundary.md, row 31). So for each turn the judge first stops every process
-of the other side (and anything a worker left in a session of its own), then has this side wait
-until no other process's work is queued on the GPU, and only then asks for the timed requests.
+faster (docs/trust-boundary.md, row 31). With ``[gate] exclusive_turns``, for each turn the
+judge first stops every process of the other side (and anything a worker left in a session of
+its own), then has this side wait until no other process's work is queued on the GPU, and only
+then asks for the timed requests. It is off by default: on an H200 it moved one short case's
+A/A ratio by about 0.6% (docs/gate.md).
 """
 
 from __future__ import annotations
@@ -41,19 +43,22 @@ def take(
     paused: Collection[int],
     timers: Mapping[str, str | None],
     timeout: float,
+    exclusive: bool,
 ) -> Turn:
-    """One turn of ``worker``'s side, the sessions in ``paused`` (the other side's worker) stopped
-    throughout: an untimed warm-up launch after the GPU is free, then one timed request per
-    benchmark. A worker that cannot be stopped is head's doing (base's is idle): head fails."""
+    """One turn of ``worker``'s side: an untimed warm-up launch, then one timed request per
+    benchmark. ``exclusive`` (``[gate] exclusive_turns``): the sessions in ``paused`` (the other
+    side's worker) are stopped throughout, and the warm-up waits until the GPU is free. A worker
+    that cannot be stopped is head's doing (base's is idle): head fails."""
     try:
-        held = isolation.pause(paused)
+        held = isolation.pause(paused) if exclusive else isolation.Paused()
     except isolation.PauseError as exc:
         message = f"head's processes could not be paused: {exc}"
         raise WorkerFailure("head", "unstoppable", message) from None
     try:
-        answer = worker.request(
-            {"op": "warm", "cases": names[:1], "alone_within": ALONE_WITHIN_S}, timeout
-        )
+        warm = {"op": "warm", "cases": names[:1]}
+        if exclusive:
+            warm["alone_within"] = ALONE_WITHIN_S
+        answer = worker.request(warm, timeout)
         if answer.get("event") != "warm":
             raise WorkerFailure(side, "protocol", f"expected warm, got {answer.get('event')!r}")
         waited, slow = (_count(answer, key, side) for key in ("waited_s", "slow_probes"))
