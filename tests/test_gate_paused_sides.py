@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from test_gate import SETTINGS
-from test_gate_e2e import MEASURED, THRESHOLDS, Repo, verdicts
+from test_gate_e2e import MEASURED, THRESHOLDS, Repo, start_measuring, verdicts
 from test_gate_forgery import SLOWER
 
 from gemmbench.gate import isolation
@@ -103,6 +103,35 @@ def test_turns_are_not_exclusive_unless_asked(repo):
     assert code == 1 and "gpu_waits" in result and not result["gate"]["exclusive_turns"], output
     spans = [tuple(map(float, line.split())) for line in windows.read_text().splitlines()]
     assert any(a < t < b for t in _times(thread_ticks) for a, b in spans), output
+
+
+def _workers_of(tmp: Path) -> list[int]:
+    """Pids of gate workers whose worktree lies under ``tmp``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            command = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"gemmbench.gate.worker" in command and str(tmp).encode() in b" ".join(command):
+            found.append(int(entry.name))
+    return found
+
+
+def test_a_gate_killed_outright_leaves_no_paused_worker(repo):
+    """SIGKILL reaches the gate mid-run while it holds one worker stopped: the workers die with
+    it (a stopped worker would never read the end of its input)."""
+    repo.thresholds.write_text(THRESHOLDS + "exclusive_turns = true\n")
+    base = repo.commit("slow", MEASURED.replace("SLEEP = 0.0", "SLEEP = 0.05"))
+    head = repo.commit("docs only", **{"README.md": "no code change\n"})
+    proc = start_measuring(repo, repo.gate_command(base, head, "--rounds", "50"))
+    assert len(_workers_of(repo.tmp)) == 2
+    proc.kill()
+    proc.wait(timeout=30)
+    deadline = time.monotonic() + 10
+    while _workers_of(repo.tmp) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _workers_of(repo.tmp) == []
 
 
 def _state(pid: int) -> str:

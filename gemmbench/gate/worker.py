@@ -254,6 +254,8 @@ def _origins(root: Path, module, package: str) -> dict:
 
 
 def serve(root: Path, cases_from: str, channel, requests, package: str = MEASURED_PACKAGE) -> int:
+    gate, pausable = os.getppid(), False
+
     def send(message: dict) -> None:
         channel.write(json.dumps(message) + "\n")
         channel.flush()
@@ -305,6 +307,11 @@ def serve(root: Path, cases_from: str, channel, requests, package: str = MEASURE
                 send({"event": "ready", "seconds": time.perf_counter() - start})
             elif op == "warm":
                 alone_within = request.get("alone_within")
+                if alone_within is not None and not pausable:
+                    # Exclusive turns: the gate may stop this worker (SIGSTOP), which then
+                    # cannot read the end of its input, so it dies with the gate instead.
+                    die_with_parent(gate)
+                    pausable = True
                 waited, slow = worker.warm(
                     request["cases"], None if alone_within is None else float(alone_within)
                 )
@@ -352,9 +359,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--package", default=MEASURED_PACKAGE, help="the package WORKTREE supplies")
     args = parser.parse_args(argv)
     not_dumpable()  # before any measured code: the other side cannot ptrace this process
-    # The gate pauses a worker (SIGSTOP) while the other side measures; a paused worker cannot
-    # read the end of its input, so it must die with the gate, even one killed outright.
-    die_with_parent(os.getppid())
 
     # The protocol keeps the real stdout; fd 1 is pointed at stderr so that prints from the
     # measured code, including C extensions writing to fd 1, cannot interleave with messages.
