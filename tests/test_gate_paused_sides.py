@@ -212,9 +212,9 @@ class TestPause:
                             os._exit(0)
                 time.sleep(0.3)
                 held = isolation.pause([], timeout=5)
-                before = isolation._below(isolation._table(), os.getpid())
+                before = isolation.descendants(os.getpid())
                 time.sleep(0.3)
-                after = isolation._below(isolation._table(), os.getpid())
+                after = isolation.descendants(os.getpid())
                 print(len(held.groups), sorted(after - before))
                 isolation.end_descendants()
                 """
@@ -320,3 +320,17 @@ def test_gpu_work_head_leaves_running_neither_hides_a_slowdown_nor_passes(repo):
     assert verdicts(result)["(left running)"] == "refused on head", output
     assert result["gpu_waits"]["base"]["turns"] >= 2 and result["gpu_waits"]["head"]["turns"] == 0
     repo.assert_clean()
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [{"event": "round"}, {"event": "warm", "waited_s": -1}, {"event": "warm", "slow_probes": "2"}],
+)
+def test_a_garbled_warm_answer_is_a_protocol_failure(answer):
+    """A warm-up answer of the wrong kind, or with a negative or non-numeric count, is refused."""
+    from gemmbench.gate.answers import checked_warm
+    from gemmbench.gate.process import WorkerFailure
+
+    with pytest.raises(WorkerFailure, match="warm"):
+        checked_warm(answer, "head")
+    assert checked_warm({"event": "warm"}, "head") == (0.0, 0)

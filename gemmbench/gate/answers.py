@@ -62,6 +62,19 @@ def checked_times(answer: Mapping, names: Sequence[str], samples: int, side: str
     return times
 
 
+def checked_warm(answer: Mapping, side: str) -> tuple[float, int]:
+    """A warm-up's answer, checked: (seconds waited for the GPU, slow probes), each a finite
+    number ≥ 0 where given (0 where not)."""
+    if answer.get("event") != "warm":
+        raise WorkerFailure(side, "protocol", f"expected warm, got {answer.get('event')!r}")
+    values = {key: answer.get(key, 0) for key in ("waited_s", "slow_probes")}
+    for key, value in values.items():
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if not (number and 0 <= value < float("inf")):
+            raise WorkerFailure(side, "protocol", f"warm answered {key} = {value!r}")
+    return float(values["waited_s"]), int(values["slow_probes"])
+
+
 def offered_by_both(
     hellos: Mapping[str, Mapping], wanted: list[str], canary: Sequence[str]
 ) -> tuple[list[str], dict[str, int | None], list[Comparison]]:

@@ -85,6 +85,11 @@ def _below(table: dict[int, _Proc], root: int) -> set[int]:
     return found
 
 
+def descendants(root: int) -> set[int]:
+    """Every process below ``root`` now."""
+    return _below(_table(), root)
+
+
 class PauseError(Exception):
     """Processes below the gate could not all be stopped, or one ran while it should not have."""
 
@@ -134,9 +139,11 @@ def _stopped(pid: int) -> bool:
     return True
 
 
-def _cpu_ns(pid: int) -> int | None:
+def cpu_ns(pid: int) -> int | None:
+    """The process's CPU time so far (all its threads), read by the kernel; None where this system
+    cannot tell. A process's CPU clock is readable by any process of its user."""
     try:
-        return time.clock_gettime_ns(((~pid) << 3) | 2)  # the process's CPU clock (CPUCLOCK_SCHED)
+        return time.clock_gettime_ns(((~pid) << 3) | 2)  # CPUCLOCK_SCHED of the pid
     except (OSError, OverflowError, AttributeError):
         return None
 
@@ -168,7 +175,7 @@ def pause(sessions: Collection[int], timeout: float = 2.0) -> Paused:
                     paused.groups.append(group)
             running = [pid for pid in targets if not _stopped(pid)]
             if not new and not running:
-                paused.cpu_ns = {pid: _cpu_ns(pid) for pid in targets}
+                paused.cpu_ns = {pid: cpu_ns(pid) for pid in targets}
                 return paused
             if time.monotonic() > deadline:
                 raise PauseError(
@@ -185,9 +192,7 @@ def resume(paused: Paused) -> list[int]:
     """SIGCONT what :func:`pause` stopped, unless another pause still holds it; returns the
     processes that used CPU while held (something sent them SIGCONT: refuse what they measured)."""
     ran = [
-        pid
-        for pid, ns in paused.cpu_ns.items()
-        if ns is not None and _cpu_ns(pid) not in (ns, None)
+        pid for pid, ns in paused.cpu_ns.items() if ns is not None and cpu_ns(pid) not in (ns, None)
     ]
     with _lock:
         for group in paused.groups:
@@ -210,7 +215,7 @@ def end_descendants(timeout: float = 5.0) -> list[int]:
     killed: list[int] = []
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        found = _below(_table(), me)
+        found = descendants(me)
         if not found:
             break
         for pid in found:

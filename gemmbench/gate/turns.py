@@ -12,12 +12,11 @@ A/A ratio by about 0.6% (docs/gate.md).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 from . import isolation
-from .answers import checked_times
+from .answers import checked_times, checked_warm
 from .process import WorkerFailure, WorkerProcess
 
 # How long a side waits for work the other side left on the GPU before the gate gives up on it.
@@ -58,11 +57,8 @@ def take(
         warm = {"op": "warm", "cases": names[:1]}
         if exclusive:
             warm["alone_within"] = ALONE_WITHIN_S
-        answer = worker.request(warm, timeout)
-        if answer.get("event") != "warm":
-            raise WorkerFailure(side, "protocol", f"expected warm, got {answer.get('event')!r}")
-        waited, slow = (_count(answer, key, side) for key in ("waited_s", "slow_probes"))
-        turn = Turn({}, {}, waited, int(slow))
+        waited, slow = checked_warm(worker.request(warm, timeout), side)
+        turn = Turn({}, {}, waited, slow)
         for name in names:
             request = {"op": "measure", "cases": [name], "samples": samples}
             # The clock base's worker says the case uses: CPU time for "cpu" cases, else wall.
@@ -76,12 +72,3 @@ def take(
         message = f"processes {ran[:5]} ran while the other side measured"
         raise WorkerFailure("head", "unstoppable", message)
     return turn
-
-
-def _count(answer: Mapping, key: str, side: str) -> float:
-    value = answer.get(key, 0)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise WorkerFailure(side, "protocol", f"warm answered {key} = {value!r}")
-    if value < 0:
-        raise WorkerFailure(side, "protocol", f"warm answered {key} = {value!r}")
-    return value

@@ -17,8 +17,9 @@ measured code prints is moved to stderr, so it cannot corrupt a message.
     worker: {"event": "hello", "cases": [{"name", "timer", "flops"}], "device", "origins", ...}
     gate:   {"op": "prepare", "cases": [names], "warmup": n}
     worker: {"event": "ready", "seconds": s}
-    gate:   {"op": "warm", "cases": [names], "alone_within": s}   (before each turn: waits
-            until no other process's work is on the GPU, then one untimed launch of each)
+    gate:   {"op": "warm", "cases": [names], "alone_within": s}   (before each turn; with
+            "alone_within" (exclusive turns) it first waits until no other process's work is on
+            the GPU; then one untimed launch of each)
     worker: {"event": "warm", "waited_s": s, "slow_probes": n}
     gate:   {"op": "measure", "cases": [names], "samples": n, "warmup": w}
     worker: {"event": "round", "times": {name: [seconds, ...]}}
