@@ -85,6 +85,8 @@ class DeviceTimer:
         self._flush_bytes = 2 * l2_bytes
         self._flush_buffer = cupy.empty(self._flush_bytes, dtype=cupy.uint8)
         self._spin = cupy.RawKernel(_SPIN_SOURCE, "spin")
+        # wait_until_alone's probes run here, never on the timed stream (see there).
+        self._probe_stream = cupy.cuda.Stream(non_blocking=True)
 
     def _cover_launch_latency(self) -> None:
         import numpy
@@ -112,16 +114,21 @@ class DeviceTimer:
         in a row each return within ALONE_PROBE_S. Returns (seconds waited, slow probes seen);
         raises GpuBusy after ``limit_s``. A probe the host kept waiting for a CPU (this
         thread's run-queue wait grew by ALONE_PROBE_S / 2) says nothing about the GPU: on a busy
-        machine it is neither fast nor slow."""
+        machine it is neither fast nor slow.
+
+        The probes run on a stream of their own: a short kernel's time depends on how many
+        launches its stream ran before it (on an H200, split-K's coarsened at 1023³ by 1.2-2%,
+        with the count modulo 4), and a wait takes a varying number of probes."""
         import numpy
 
-        stream = self._cupy.cuda.get_current_stream()
+        stream = self._probe_stream
         started = time.perf_counter()
         fast = slow = 0
         while fast < ALONE_PROBES:
             queued = _run_queue_wait_s()
             before = time.perf_counter()
-            self._spin((1,), (1,), (numpy.int64(0),))
+            with stream:
+                self._spin((1,), (1,), (numpy.int64(0),))
             stream.synchronize()
             now = time.perf_counter()
             if now - before <= ALONE_PROBE_S:
