@@ -105,6 +105,33 @@ def test_turns_are_not_exclusive_unless_asked(repo):
     assert any(a < t < b for t in _times(thread_ticks) for a, b in spans), output
 
 
+# Head notes its worker's thread count once numpy is loaded.
+NOTE_THREADS = """
+import os as _os
+
+import numpy as _numpy
+
+with open({path!r}, "a") as _f:
+    _f.write(f"{{len(_os.listdir('/proc/self/task'))}} {{_numpy.__name__}}\\n")
+"""
+
+
+def test_workers_do_host_math_on_one_thread(repo):
+    """A worker has no BLAS thread pool. numpy's starts a thread a core, each spinning after a
+    call; a turn's stop moved that spin out of the request, and the CPU time between requests
+    refused an unchanged head (an H200 machine's 15 threads, 42-65 ms). Without the setting, a
+    worker that loads numpy has more than one thread on a machine of two cores or more."""
+    notes = repo.tmp / "threads"
+    base = repo.git("rev-parse", "HEAD")
+    head = repo.commit("notes its threads", MEASURED + NOTE_THREADS.format(path=str(notes)))
+    repo.thresholds.write_text(THRESHOLDS + "exclusive_turns = true\n")
+    code, output, result = repo.gate(base, head)
+    assert code == 0, output
+    counts = {line.split()[0] for line in notes.read_text().splitlines()}
+    assert counts == {"1"}, (counts, output)
+    assert result["cpu_between_requests_s"]["head"] < 0.02, output
+
+
 def _workers_of(tmp: Path) -> list[int]:
     """Pids of gate workers whose worktree lies under ``tmp``."""
     found = []

@@ -34,6 +34,10 @@ class WorkerFailure(Exception):
         self.side, self.kind, self.message, self.case, self.log = side, kind, message, case, log
 
 
+# The thread counts of the BLAS and OpenMP libraries numpy or the measured code may load.
+BLAS_THREADS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+
 class WorkerProcess:
     """One side's ``gemmbench.gate.worker``, spoken to in JSON lines.
 
@@ -65,6 +69,10 @@ class WorkerProcess:
         )
         env["PYTHONDONTWRITEBYTECODE"] = "1"  # leave the worktree as git made it
         env["PYTHONUNBUFFERED"] = "1"
+        # Host math on one thread: numpy's BLAS starts a thread a core, each spinning after a
+        # call; a turn's stop moves that spin out of the request, into the CPU time between
+        # requests that refuses head (on an H200 host, 15 such threads, 42-65 ms in all).
+        env.update(dict.fromkeys(BLAS_THREADS, "1"))
         command = [
             sys.executable,
             "-m",
