@@ -6,8 +6,8 @@ kept spinning made base's 4096³ kernels 1.9× slower, and a 53% regression of h
 faster (docs/trust-boundary.md, row 31). With ``[gate] exclusive_turns``, for each turn the
 judge first stops every process of the other side (and anything a worker left in a session of
 its own), then has this side wait until no other process's work is queued on the GPU, and only
-then asks for the timed requests. It is off by default: on an H200, A/A runs with it read one
-short case about 0.6% slower on head (docs/gate.md).
+then asks for the timed requests. It is off by default: on an H200 it refused some unchanged
+heads (docs/gate.md).
 """
 
 from __future__ import annotations
