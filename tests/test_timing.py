@@ -264,8 +264,7 @@ def test_wait_until_alone_waits_out_another_process():
 def test_probes_leave_the_timed_stream_alone():
     """The probes run on a stream of their own: work queued on the timed stream does not delay
     them, and they add no launch to it (a short kernel's time depends on how many launches its
-    stream ran before it, lab/scripts/launch_phase.py). On the timed stream, they waited out the
-    spin below."""
+    stream ran before it). On the timed stream, they waited out the spin below."""
     import cupy
     import numpy
 
