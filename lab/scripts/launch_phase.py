@@ -13,10 +13,11 @@ that period whenever ``extra`` is not a multiple of it, and "other" shows none.
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import sys
+
+import study_cli
 
 EMPTY = r"""extern "C" __global__ void empty() {}"""
 
@@ -72,14 +73,13 @@ def report(path: str) -> int:
     return 0
 
 
-def main(argv=None) -> int:
-    if argv and argv[0] == "report":
-        return report(argv[1])
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("out")
+def _options(parser) -> None:
     parser.add_argument("--shape", type=int, nargs=3, default=[1023, 1023, 1023])
     parser.add_argument("--samples", type=int, default=24)
-    return run(parser.parse_args(argv))
+
+
+def main(argv=None) -> int:
+    return study_cli.main(argv, __doc__, _options, run, report)
 
 
 if __name__ == "__main__":

@@ -13,11 +13,12 @@ CuPy memory hook, which every pool calls. ``report OUT.json`` groups the turns b
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import sys
 from collections import defaultdict
+
+import study_cli
 
 MIB = 2**20
 
@@ -100,16 +101,15 @@ def report(path: str) -> int:
     return 0
 
 
-def main(argv=None) -> int:
-    if argv and argv[0] == "report":
-        return report(argv[1])
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("out")
+def _options(parser) -> None:
     parser.add_argument("--turns", type=int, default=40)
     parser.add_argument("--samples", type=int, default=0)
     parser.add_argument("--case", default="coarsened-1023")
     parser.add_argument("--probe", action="store_true")
-    return run(parser.parse_args(argv))
+
+
+def main(argv=None) -> int:
+    return study_cli.main(argv, __doc__, _options, run, report)
 
 
 if __name__ == "__main__":
