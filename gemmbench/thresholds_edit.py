@@ -108,4 +108,7 @@ def write_gpu_gate(path: Path, gpu: str, values: dict[str, object], comment: str
 
 
 def _toml(value: object) -> str:
+    if isinstance(value, dict):  # an inline table: { "coarsened-1023" = 0.012 }
+        pairs = ", ".join(f"{toml_string(key)} = {_toml(item)}" for key, item in value.items())
+        return f"{{ {pairs} }}" if pairs else "{}"
     return repr(value) if isinstance(value, (int, float)) else json.dumps(value)
