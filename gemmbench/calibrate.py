@@ -15,10 +15,10 @@ other line and comment stays as it was.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import json
 import math
-import re
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -28,9 +28,9 @@ from . import exitcodes, files
 from . import gate as gate_api
 from . import thresholds as thresholds_mod
 from .cli import OneLineErrorParser, cannot_write, output_file
-from .gate.decision import INCONCLUSIVE, INFRA, INTERRUPTED, PASS, REGRESSION, USAGE
+from .gate.decision import BROKEN, INCONCLUSIVE, INFRA, INTERRUPTED, PASS, REGRESSION, USAGE
 from .stats import smallest_p
-from .thresholds_edit import toml_string, unwritable_gpu_name, write_gpu_gate
+from .thresholds_edit import gpu_table_for, toml_string, unwritable_gpu_name, write_gpu_gate
 
 # The tolerance is the worst A/A deviation seen × this factor. The worst of N ≈ 10 runs sits
 # near the tail of the A/A distribution, not at its end; doubling it keeps a run of identical
@@ -98,23 +98,6 @@ def rounds_for(
     return max(fit, robust), robust <= fit
 
 
-def gpu_table_name(device: str | None, config: thresholds_mod.Thresholds, given: str | None):
-    """The [gpu."NAME"] table to write: --gpu, else the table matching the device, else its model."""
-    if given:
-        return given
-    if not device:
-        raise CalibrationError(
-            exitcodes.USAGE,
-            "the cases are CPU-timed, so there is no GPU name to file the tolerance under; "
-            "pass --gpu NAME",
-        )
-    matched = thresholds_mod.match_gpu(device, config.overrides)
-    if matched:
-        return matched
-    words = [w for w in re.findall(r"[A-Za-z0-9]+", device) if w.lower() != "nvidia"]
-    return " ".join(words) or device
-
-
 def gpu_table_arg(name: str) -> str:
     """--gpu, refused at once where it cannot name a table, not once the A/A runs are done."""
     if why := unwritable_gpu_name(name):
@@ -132,7 +115,7 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
             {
                 0: "calibrated",
                 6: "an A/A run failed on a broken benchmark",
-                3: "inconclusive (a run was throttled or unstable, or too noisy: nothing written)",
+                3: "inconclusive (a run throttled, unstable, too noisy or refused: nothing written)",
             },
         ),
     )
@@ -209,9 +192,17 @@ def one_run(args: argparse.Namespace, path: Path) -> gate_api.Report:
         raise CalibrationError(exitcodes.INFRASTRUCTURE, report.reasons[0])
     if report.status == INTERRUPTED:
         raise KeyboardInterrupt
-    if any(c.verdict in gate_api.HEAD_AT_FAULT for c in report.comparisons):
+    at_fault = [c for c in report.comparisons if c.verdict in gate_api.HEAD_AT_FAULT]
+    if any(c.verdict == BROKEN for c in at_fault):
         raise CalibrationError(
             exitcodes.CHECK_FAILED, f"a benchmark is broken: {report.reasons[0]}"
+        )
+    if at_fault:  # the same code on both sides, so no forgery: the judge's clock is too noisy
+        reason = next(r for r in report.reasons if r.startswith(at_fault[0].name))
+        raise CalibrationError(
+            exitcodes.INCONCLUSIVE,
+            f"the gate refused unchanged code ({reason}); the machine is not quiet enough to "
+            "calibrate on: nothing written",
         )
     return report
 
@@ -264,12 +255,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                 raise CalibrationError(code, f"A/A run {i + 1}: {report.status}")
     except CalibrationError as exc:
         print(f"gemmbench calibrate: {exc}", file=sys.stderr)
+        _keep_runs(args.json, reports, str(exc))
         return exc.code
     except thresholds_mod.ThresholdsError as exc:
         print(f"gemmbench calibrate: {' '.join(str(exc).split())}", file=sys.stderr)
         return exitcodes.USAGE
     except KeyboardInterrupt:
         print("gemmbench calibrate: interrupted; nothing written", file=sys.stderr)
+        _keep_runs(args.json, reports, "interrupted")
         return exitcodes.INTERRUPTED
 
     observed = summarize(reports)
@@ -316,12 +309,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             "pass"
         )
     print("\n".join(lines))
-    gpu = None
-    try:
-        gpu = gpu_table_name(device, config, args.gpu)
-    except CalibrationError as exc:
-        print(f"gemmbench calibrate: {exc}", file=sys.stderr)
-        return exc.code
+    gpu = args.gpu or gpu_table_for(device, config)
+    if gpu is None:
+        print(
+            "gemmbench calibrate: the cases are CPU-timed, so there is no GPU name to file the "
+            "tolerance under; pass --gpu NAME",
+            file=sys.stderr,
+        )
+        return exitcodes.USAGE
     # tolerances always, even empty: an older calibration's own values are replaced, not kept.
     values: dict[str, object] = {"tolerance": tolerance, "tolerances": own}
     if rounds != gate.rounds:
@@ -359,6 +354,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     return exitcodes.OK
 
 
+def _runs(reports) -> list[dict]:
+    return [
+        {"status": r.status, "wall_s": r.meta.get("wall_s"), "reasons": r.reasons} for r in reports
+    ]
+
+
+def _keep_runs(where, reports, stopped: str) -> None:
+    """--json for a calibration that stopped: the A/A runs it finished, so none is lost."""
+    if not where or not reports:
+        return
+    observed = summarize(reports)
+    payload = {
+        "stopped": stopped,
+        "benchmarks": {
+            o.name: {"ratios": o.ratios, "spreads": o.spreads} for o in observed.values()
+        },
+        "runs": _runs(reports),
+    }
+    with contextlib.suppress(OSError):  # the stop's own line has been printed; this is extra
+        files.replace_file(where, json.dumps(payload, indent=1) + "\n")
+
+
 def _write_json(where, reports, observed, values, gpu, per_round_s, startup) -> None:
     payload = {
         "gpu_table": gpu,
@@ -373,10 +390,7 @@ def _write_json(where, reports, observed, values, gpu, per_round_s, startup) -> 
             o.name: {"ratios": o.ratios, "spreads": o.spreads, "max_deviation": o.max_deviation}
             for o in observed.values()
         },
-        "runs": [
-            {"status": r.status, "wall_s": r.meta.get("wall_s"), "reasons": r.reasons}
-            for r in reports
-        ],
+        "runs": _runs(reports),
     }
     files.replace_file(where, json.dumps(payload, indent=1) + "\n")
 

@@ -36,6 +36,18 @@ def unwritable_gpu_name(name: str) -> str | None:
     return None
 
 
+def gpu_table_for(device: str | None, config: thresholds_mod.Thresholds) -> str | None:
+    """The [gpu."NAME"] table for ``device``: the one matching it, else its model's words
+    ("NVIDIA H200" -> "H200"); None without a device (CPU-timed cases)."""
+    if not device:
+        return None
+    matched = thresholds_mod.match_gpu(device, config.overrides)
+    if matched:
+        return matched
+    words = [w for w in re.findall(r"[A-Za-z0-9]+", device) if w.lower() != "nvidia"]
+    return " ".join(words) or device
+
+
 def table_keys(line: str) -> list[str] | None:
     """The keys of a [table] header line as TOML reads them, however they are quoted or
     escaped ('[gpu."H200".gate]': gpu, H200, gate); None for any other line."""

@@ -180,6 +180,50 @@ class TestCalibrateRules:
             assert "would get {'tolerance': 0.586, 'tolerances': {}}" in out
         assert path.read_text() == THRESHOLDS
 
+    @pytest.mark.parametrize(
+        ("verdict", "code", "words"),
+        [("refused on head", 3, "refused unchanged code"), ("broken on head", 6, "is broken")],
+    )
+    def test_a_head_fault_in_an_a_a_run_stops_and_keeps_the_runs(
+        self, tmp_path, monkeypatch, capsys, verdict, code, words
+    ):
+        """Unchanged code refused by the judge's clock checks (an H200 did this to a 62 µs case)
+        is a machine too noisy to calibrate on, exit 3; unchanged code that breaks is a broken
+        benchmark, exit 6. Either way one line, nothing written to thresholds, and --json keeps
+        the A/A runs finished before it."""
+        import gemmbench.gate
+        from gemmbench import calibrate, thresholds
+        from gemmbench.gate import decision
+
+        path = tmp_path / "thresholds.toml"
+        path.write_text(THRESHOLDS)
+        config = thresholds.load(path)
+
+        def run_gate(options):
+            run_gate.calls += 1
+            fault = run_gate.calls == 3
+            compared = decision.Comparison(
+                "hash", [1.0] * 3, [1.0] * 3, ratio=1.001, base_spread=0.01, head_spread=0.01,
+                verdict=verdict if fault else decision.SAME, detail="head's requests took longer",
+            )  # fmt: skip
+            status, reasons = decision.decide([compared], [])
+            meta = {"wall_s": 1.0, "measure_s": 0.6, "startup_s": 0.4, "gpu": "CPU double"}
+            return decision.Report(
+                status, reasons, comparisons=[compared], meta=meta, config=config
+            )
+
+        run_gate.calls = 0
+        monkeypatch.setattr(gemmbench.gate, "run_gate", run_gate)
+        out = tmp_path / "calibrate.json"
+        argv = ["--runs", "5", "--thresholds", str(path), "--gpu", "CPU double", "--json", str(out)]
+        assert calibrate.main(argv) == code
+        err = [x for x in capsys.readouterr().err.splitlines() if not x.startswith("[gate]")]
+        assert len(err) == 1 and words in err[0] and "hash" in err[0], err
+        assert run_gate.calls == 3 and path.read_text() == THRESHOLDS
+        kept = json.loads(out.read_text())
+        assert len(kept["runs"]) == 2 and kept["benchmarks"]["hash"]["ratios"] == [1.001] * 2
+        assert words in kept["stopped"]
+
     def test_tolerance(self):
         """Twice the worst deviation, rounded up to 0.1%, never below the 0.5% floor."""
         from gemmbench.calibrate import tolerance_for
