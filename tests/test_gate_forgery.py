@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import textwrap
 import time
 
@@ -254,6 +255,11 @@ def test_forgery_would_pass_without_the_clock(repo):
     assert hash_["ratio"] < 1.5, output
     clock = result["clock_check"]["hash"]
     assert clock["head"] > clock["base"] + 0.5 * hash_["base_median_s"] * 5, output
+    # each round's unexplained time is kept, one a round a side, and the medians are theirs
+    for side in ("base", "head"):
+        rounds = clock[f"{side}_rounds_s"]
+        assert len(rounds) == len(hash_[f"{side}_rounds_s"])
+        assert statistics.median(rounds) == clock[side]
 
 
 def test_base_source_edit_is_refused(repo):

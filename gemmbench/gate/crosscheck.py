@@ -141,10 +141,13 @@ def work_left_on_gpu(
 
 
 def summary(observations: Mapping[str, Mapping[str, Sequence[Observation]]]) -> dict:
-    """{benchmark: {side: median unexplained seconds}}, for the JSON record."""
-    out: dict[str, dict[str, float]] = {}
+    """{benchmark: {side: median unexplained seconds, "SIDE_rounds_s": each round's}}, for the
+    JSON record: each round's shows whether an excess is one round's or a whole side's."""
+    out: dict[str, dict[str, object]] = {}
     for side, per_case in observations.items():
         for name, obs in per_case.items():
             if obs:
-                out.setdefault(name, {})[side] = statistics.median(o.unexplained for o in obs)
+                unexplained = [o.unexplained for o in obs]
+                out.setdefault(name, {})[side] = statistics.median(unexplained)
+                out[name][f"{side}_rounds_s"] = unexplained
     return out
