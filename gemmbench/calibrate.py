@@ -32,10 +32,10 @@ from .gate.decision import BROKEN, INCONCLUSIVE, INFRA, INTERRUPTED, PASS, REGRE
 from .stats import smallest_p
 from .thresholds_edit import gpu_table_for, toml_string, unwritable_gpu_name, write_gpu_gate
 
-# The tolerance is the worst A/A deviation seen × this factor. The worst of N ≈ 10 runs sits
-# near the tail of the A/A distribution, not at its end; doubling it keeps a run of identical
-# code failing far less than once in the 20+ runs a calibration is checked with, while a slowdown
-# of twice the noise still fails. (H200, 2026-11-29: worst A/A deviation 0.42%, so ~0.9%.)
+# A benchmark needs its worst A/A deviation × this factor. The worst of N ≈ 10 runs sits near
+# the tail of the A/A distribution, not at its end; doubling it keeps a run of identical code
+# failing far less than once in the 20+ runs a calibration is checked with, while a slowdown of
+# twice the noise still fails. (H200, 27 A/A runs: coarsened-1023, 62 µs, deviated up to 0.75%.)
 SAFETY_FACTOR = 2.0
 # Never below this, however quiet the runner looked: 10 A/A runs cannot show a rarer excursion,
 # and half a percent is about what a change of driver, clock or temperature moves a GEMM by.
