@@ -198,12 +198,10 @@ def one_run(args: argparse.Namespace, path: Path) -> gate_api.Report:
             exitcodes.CHECK_FAILED, f"a benchmark is broken: {report.reasons[0]}"
         )
     if at_fault:  # the same code on both sides, so no forgery: the judge's clock is too noisy
-        named = [r for r in report.reasons if r.startswith(at_fault[0].name)]
-        reason = named[0] if named else f"{at_fault[0].name}: {at_fault[0].detail}"
         raise CalibrationError(
             exitcodes.INCONCLUSIVE,
-            f"the gate refused unchanged code ({reason}); the machine is not quiet enough to "
-            "calibrate on: nothing written",
+            f"the gate refused unchanged code ({report.reasons[0]}); the machine is not quiet "
+            "enough to calibrate on: nothing written",
         )
     return report
 

@@ -179,8 +179,7 @@ class WorkerProcess:
         return self.timed_request(message, timeout)[0]
 
     def cpu_seconds(self) -> float | None:
-        """The worker's CPU time so far (all its threads), read by the kernel for us; None where
-        this system cannot tell. A process's CPU clock is readable by any process of its user."""
+        """The worker's CPU time so far in seconds (:func:`isolation.cpu_ns`), or None."""
         ns = cpu_ns(self.proc.pid)
         return None if ns is None else ns / 1e9
 
