@@ -66,8 +66,12 @@ def test_test_sh_stops_its_tests(tmp_path, signum, expected):
     (standin / "__init__.py").write_text(
         "import pathlib, time\n"
         "def main(args):\n"
-        f"    pathlib.Path({str(started)!r}).write_text('yes')\n"
-        "    try:\n        time.sleep(60)\n    except KeyboardInterrupt:\n        return 2\n"
+        # "started" is written inside the try: a signal sent as soon as the file appears must
+        # find the handler, not escape as an uncaught KeyboardInterrupt (the process then dies
+        # by SIGINT, -2, as a loaded CI machine once showed).
+        "    try:\n"
+        f"        pathlib.Path({str(started)!r}).write_text('yes')\n"
+        "        time.sleep(60)\n    except KeyboardInterrupt:\n        return 2\n"
         "    return 0\n"
     )
     python = tmp_path / "python"
