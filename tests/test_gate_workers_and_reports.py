@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import subprocess
 import sys
 import textwrap
 
@@ -290,3 +292,33 @@ class TestMainUsage:
         assert "speedups.floors is missing" in out.err + out.out
         # The reason is on stderr as one line, not only in the Markdown on stdout.
         assert "gemmbench gate: " in out.err and "floors is missing" in out.err
+
+
+THREADED = """
+import sys, threading, time
+for _ in range(3):
+    threading.Thread(target=time.sleep, args=(60,), daemon=True).start()
+print("ready", flush=True)
+sys.stdin.read()
+"""
+
+
+@pytest.mark.skipif(
+    not hasattr(os, "sched_getaffinity") or len(os.sched_getaffinity(0)) < 2,
+    reason="needs Linux affinity and two CPUs to tell pinned threads from free ones",
+)
+def test_pinning_reaches_every_thread_of_a_ready_worker():
+    """Workers are pinned once ready, after CUDA and numpy have started their threads; affinity
+    is per thread, so pinning the main thread alone would leave those on every CPU."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", THREADED], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        cpu = gate_process.pin_to_one_cpu([proc.pid])
+        threads = [int(t) for t in os.listdir(f"/proc/{proc.pid}/task")]
+        assert len(threads) == 4
+        assert {t: os.sched_getaffinity(t) for t in threads} == {t: {cpu} for t in threads}
+    finally:
+        proc.kill()
+        proc.wait()

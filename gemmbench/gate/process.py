@@ -220,16 +220,27 @@ def pin_to_one_cpu(pids: Sequence[int], cpu: int | None = None) -> int | None:
     """Pin the workers to one and the same CPU (default: our last); returns it, or None.
 
     Both sides' host work then runs under the same conditions; they never run at once, so sharing
-    costs no time. Gates run side by side get different CPUs (gemmbench.gate.spread).
+    costs no time. Gates run side by side get different CPUs (gemmbench.gate.spread). Every thread
+    is pinned: the workers are ready by now, so the threads CUDA and numpy started would otherwise
+    keep every CPU (affinity is per thread; only threads started later inherit it).
     """
     if not hasattr(os, "sched_setaffinity"):
         return None
     allowed = sorted(os.sched_getaffinity(0))
     cpu = allowed[-1 - (cpu or 0) % len(allowed)]  # from the last: CPU 0 takes interrupts
     for pid in pids:
-        with contextlib.suppress(OSError):  # a worker that has just died is reported elsewhere
-            os.sched_setaffinity(pid, {cpu})
+        for thread in _threads_of(pid):
+            with contextlib.suppress(OSError):  # a worker that has just died is reported elsewhere
+                os.sched_setaffinity(thread, {cpu})
     return cpu
+
+
+def _threads_of(pid: int) -> list[int]:
+    """The thread ids of a process (Linux's /proc), or the pid alone where they cannot be read."""
+    try:
+        return [int(name) for name in os.listdir(f"/proc/{pid}/task")]
+    except OSError:
+        return [pid]
 
 
 def _read_gpu_state(round_index: int, device: str | None = None) -> dict:
