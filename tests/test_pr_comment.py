@@ -489,13 +489,15 @@ class TestWorkflow:
 
     def test_runs_no_pull_request_code(self, flow):
         """Checkouts take the default branch (no ref, no repository), and each run step calls
-        the default branch's scripts/ci/pr_comment.py with python3 from the runner."""
+        the default branch's scripts/ci/pr_comment.py, or runners.py for the runner list, with
+        python3 from the runner."""
+        scripts = ("python3 scripts/ci/pr_comment.py ", "python3 scripts/ci/runners.py ")
         for job in flow["jobs"].values():
             for step in job["steps"]:
                 if step.get("uses", "").startswith("actions/checkout@"):
                     assert set(step["with"]) == {"persist-credentials"}
                 if "run" in step:
-                    assert step["run"].startswith("python3 scripts/ci/pr_comment.py ")
+                    assert step["run"].startswith(scripts)
 
     def test_same_pins_as_the_other_workflows(self):
         """Each action has the same SHA pin and version comment as in pr.yml and main.yml."""

@@ -30,7 +30,8 @@ EXPRESSION_IN_RUN = re.compile(r"\$\{\{[^}]*\}\}")
 GPU_STEP = re.compile(r"gpu-suite\.sh|gemmbench (gate|history|machine)|nvidia-smi|ci/gate\.sh")
 # Which jobs a GPU runner takes; a runner never carries both.
 LANES = {"pr.yml": "gpu-pr", "main.yml": "gpu-history"}
-DEFAULT_RUNNERS = re.compile(r"\|\|\s*'(\[.*\])'\s*\)\s*\}\}\s*$", re.S)
+VARIABLES = {"gpu-pr": "GPU_PR_RUNNERS", "gpu-history": "GPU_HISTORY_RUNNERS"}
+RUNNER_LIST = "${{ fromJSON(needs.runners.outputs.list) }}"
 
 
 def load_yaml(text: str):
@@ -61,22 +62,30 @@ def steps():
     return [(f, j, step) for f, j, job in jobs() for step in job.get("steps", [])]
 
 
-def default_runners(job: dict) -> list[dict] | None:
-    """The default GPU runner list written into a job's matrix, or None if it has none."""
+def default_runners(name: str, job: dict) -> list[dict] | None:
+    """The default GPU runner list a job's matrix reads (.github/runners.json, through the
+    workflow's runners job), or None if it has no matrix."""
     include = job.get("strategy", {}).get("matrix", {}).get("include")
     if not isinstance(include, str):
         return include
-    match = DEFAULT_RUNNERS.search(include)
-    assert match, f"matrix include {include!r} has no default list after '||'"
-    return json.loads(match.group(1))
+    assert include == RUNNER_LIST, f"{name}: matrix include {include!r} is not the runners job's"
+    return json.loads((ROOT / ".github" / "runners.json").read_text())[LANES[name]]
 
 
-def runner_label_sets(job: dict) -> list[list[str]]:
+def runner_label_sets(name: str, job: dict) -> list[list[str]]:
     """Every label set a job can run on, resolving runs-on: ${{ matrix.labels }}."""
     runs_on = job["runs-on"]
     if isinstance(runs_on, str) and "matrix.labels" in runs_on:
-        return [entry["labels"] for entry in default_runners(job)]
+        return [entry["labels"] for entry in default_runners(name, job)]
     return [[runs_on] if isinstance(runs_on, str) else list(runs_on)]
+
+
+def runner_list_step(job: dict, pool: str) -> dict:
+    """The step of a job that reads the pool's runner list, checked to pass the pool's variable."""
+    step = next(s for s in job["steps"] if "scripts/ci/runners.py" in s.get("run", ""))
+    assert step["run"].startswith(f"python3 scripts/ci/runners.py {pool} --override")
+    assert step["env"]["OVERRIDE"] == f"${{{{ vars.{VARIABLES[pool]} }}}}"
+    return step
 
 
 def is_gpu_job(job: dict) -> bool:
@@ -98,7 +107,7 @@ def labels_written_out(folder: Path) -> Path:
         text = path.read_text()
         for job in workflow(path)["jobs"].values():
             if "matrix.labels" in str(job.get("runs-on")):
-                labels = default_runners(job)[0]["labels"]
+                labels = default_runners(path.name, job)[0]["labels"]
                 text = text.replace(
                     "runs-on: ${{ matrix.labels }}", f"runs-on: {json.dumps(labels)}"
                 )
@@ -218,9 +227,9 @@ def test_gpu_jobs_run_on_self_hosted_gpu_runners():
     gpu_jobs = [(f, j, job) for f, j, job in jobs() if is_gpu_job(job)]
     assert {f for f, _, _ in gpu_jobs} == {"pr.yml", "main.yml"}
     for name, job_id, job in gpu_jobs:
-        for labels in runner_label_sets(job):
+        for labels in runner_label_sets(name, job):
             assert "self-hosted" in labels and "gpu" in labels, f"{name}: {job_id} on {labels}"
-        machines = [entry["machine"] for entry in default_runners(job)]
+        machines = [entry["machine"] for entry in default_runners(name, job)]
         assert len(set(machines)) == len(machines), f"{name}: machine names must be unique"
 
 
@@ -229,14 +238,14 @@ def test_hosted_jobs_stay_hosted():
     for name, job_id, job in jobs():
         if not is_gpu_job(job):
             assert all(
-                HOSTED.match(label) for labels in runner_label_sets(job) for label in labels
+                HOSTED.match(label) for labels in runner_label_sets(name, job) for label in labels
             ), f"{name}: {job_id}"
 
 
 def test_self_hosted_jobs_cannot_write():
     """Jobs on the self-hosted runner get a read-only token; writing happens on hosted runners."""
     for name, job_id, job in jobs():
-        if any("self-hosted" in labels for labels in runner_label_sets(job)):
+        if any("self-hosted" in labels for labels in runner_label_sets(name, job)):
             perms = job.get("permissions")
             assert isinstance(perms, dict), f"{name}: {job_id} must list its permissions"
             assert "write" not in perms.values(), f"{name}: {job_id} has {perms}"
@@ -263,9 +272,9 @@ def test_pr_and_history_runners_are_separate():
         if not is_gpu_job(job):
             continue
         lane, other = LANES[name], set(LANES.values()) - {LANES[name]}
-        variable = {"pr.yml": "GPU_PR_RUNNERS", "main.yml": "GPU_HISTORY_RUNNERS"}[name]
-        assert f"vars.{variable}" in job["strategy"]["matrix"]["include"], f"{name}: {job_id}"
-        for entry in default_runners(job):
+        assert "runners" in job["needs"], f"{name}: {job_id}"
+        runner_list_step(workflow(WORKFLOW_DIR / name)["jobs"]["runners"], lane)
+        for entry in default_runners(name, job):
             assert {"machine", "labels"} <= entry.keys()
             assert lane in entry["labels"] and not other & set(entry["labels"]), entry
             assert entry["machine"] in entry["labels"], "a runner label pins jobs to one machine"
@@ -277,26 +286,27 @@ def test_pr_and_history_runners_are_separate():
 
 
 def test_push_results_expects_the_history_runners():
-    """push-results' runner list has the same default as the history matrix."""
+    """push-results checks results against the list the history matrix ran, and does not run
+    when that list could not be read."""
     main = workflow(WORKFLOW_DIR / "main.yml")
-    matrix = main["jobs"]["history"]["strategy"]["matrix"]["include"]
-    push = next(s for s in main["jobs"]["push-results"]["steps"] if s.get("id") == "push")
-    runners = push["env"]["RUNNERS"]
-    assert "vars.GPU_HISTORY_RUNNERS" in runners
-    quoted = re.compile(r"\|\|\s*'(\[.*\])'")
-    assert quoted.search(runners).group(1) == quoted.search(matrix).group(1)
+    push_results = main["jobs"]["push-results"]
+    push = next(s for s in push_results["steps"] if s.get("id") == "push")
+    assert push["env"]["RUNNERS"] == "${{ needs.runners.outputs.list }}"
+    assert "runners" in push_results["needs"]
+    assert "needs.runners.result == 'success'" in push_results["if"]
+    assert main["jobs"]["runners"]["outputs"]["list"] == "${{ steps.list.outputs.list }}"
+    assert runner_list_step(main["jobs"]["runners"], "gpu-history")["id"] == "list"
 
 
 def test_pr_comment_expects_the_pr_runners():
-    """Both pr-comment.yml steps pass the gate matrix's runner list, with the same default, so
-    a runner that left no record is not read as a pass."""
+    """Both pr-comment.yml steps pass the PR runner list, read as pr.yml's runners job reads it,
+    so a runner that left no record is not read as a pass."""
     pr = workflow(WORKFLOW_DIR / "pr.yml")
-    matrix = pr["jobs"]["gate"]["strategy"]["matrix"]["include"]
-    quoted = re.compile(r"\|\|\s*'(\[.*\])'")
+    assert runner_list_step(pr["jobs"]["runners"], "gpu-pr")["id"] == "list"
     for job in workflow(WORKFLOW_DIR / "pr-comment.yml")["jobs"].values():
+        assert runner_list_step(job, "gpu-pr")["id"] == "runners"
         step = next(s for s in job["steps"] if "pr_comment.py" in s.get("run", ""))
-        assert "vars.GPU_PR_RUNNERS" in step["env"]["RUNNERS"]
-        assert quoted.search(step["env"]["RUNNERS"]).group(1) == quoted.search(matrix).group(1)
+        assert step["env"]["RUNNERS"] == "${{ steps.runners.outputs.list }}"
         assert '--runners "$RUNNERS"' in step["run"]
 
 
@@ -364,9 +374,16 @@ def verdict_job_problems(job: dict) -> list[str]:
     if len(gate_at) != 1:
         return ["the job has no single gate step"]
     needs = job.get("needs", [])
-    if set([needs] if isinstance(needs, str) else needs) - {"cpu"}:
-        problems.append(f"needs {job.get('needs')}: only the CPU job, whose results it ignores")
-    if "needs." in json.dumps(job) or "download-artifact" in json.dumps(job):
+    if set([needs] if isinstance(needs, str) else needs) - {"cpu", "runners"}:
+        problems.append(
+            f"needs {job.get('needs')}: only the CPU job, whose results it ignores, and the "
+            "runner list"
+        )
+    # The runner list, read by the base's script from the base's checkout, picks the runner only.
+    without_runners = {**job, "strategy": {"matrix": {}}}
+    if job.get("strategy", {}).get("matrix", {}).get("include") != RUNNER_LIST:
+        problems.append("the matrix is not the runner list")
+    if "needs." in json.dumps(without_runners) or "download-artifact" in json.dumps(job):
         problems.append("takes outputs or artifacts of earlier jobs")
     for step in job_steps[: gate_at[0]]:
         name = step.get("name") or step.get("uses")
@@ -391,6 +408,21 @@ def verdict_job_problems(job: dict) -> list[str]:
     return problems
 
 
+def runner_list_job_problems(job: dict) -> list[str]:
+    """Why the runners job, whose list picks the verdict job's runner, could run head code."""
+    first, *rest = job["steps"]
+    problems = []
+    if (
+        not first.get("uses", "").startswith("actions/checkout@")
+        or first["with"].get("ref") != BASE_REF
+    ):
+        problems.append("the first step is not the base's checkout")
+    for step in rest:
+        if "uses" in step or not step.get("run", "").startswith("python3 scripts/ci/runners.py "):
+            problems.append(f"{step.get('name') or step.get('uses')}: not the base's runners.py")
+    return problems
+
+
 def test_verdict_job_runs_no_head_code():
     """pr.yml's gate has a job of its own, apart from the GPU suite, on the same gpu-pr runners;
     before its gate step it only checks out the base and runs the base's scripts."""
@@ -401,12 +433,21 @@ def test_verdict_job_runs_no_head_code():
     assert verdict_job_problems(gate) == []
     assert "gpu-suite.sh" not in json.dumps(gate) and "gpu-suite.sh" in json.dumps(pr["gpu"])
     assert gate["strategy"]["matrix"] == pr["gpu"]["strategy"]["matrix"]
+    assert runner_list_job_problems(pr["runners"]) == []
     assert gate["runs-on"] == pr["gpu"]["runs-on"] == "${{ matrix.labels }}"
 
 
 @pytest.mark.parametrize(
     "mutation",
-    ["suite before gate", "head checkout", "env write", "chained command", "needs gpu"],
+    [
+        "suite before gate",
+        "head checkout",
+        "env write",
+        "chained command",
+        "needs gpu",
+        "output in env",
+        "runner list from head",
+    ],
 )
 def test_verdict_job_check_catches(mutation):
     """The check above fails a verdict job that runs head code or trusts an earlier job."""
@@ -424,6 +465,13 @@ def test_verdict_job_check_catches(mutation):
         job["steps"].insert(at, {"run": 'bash scripts/ci/setup-env.sh >> "$GITHUB_PATH"'})
     elif mutation == "chained command":
         job["steps"].insert(at, {"run": "bash scripts/ci/ruff.sh; python -c 'import gemm'"})
-    else:
+    elif mutation == "needs gpu":
         job["needs"] = ["cpu", "gpu"]
+    elif mutation == "output in env":
+        job["env"]["LIST"] = "${{ needs.runners.outputs.list }}"
+    else:
+        runners = copy.deepcopy(pr["runners"])
+        del runners["steps"][0]["with"]["ref"]
+        assert runner_list_job_problems(runners)
+        return
     assert verdict_job_problems(job)
