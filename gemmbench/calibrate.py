@@ -347,7 +347,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         write_gpu_gate(path, gpu, values, comment)
     except (OSError, thresholds_mod.ThresholdsError) as exc:
-        print(f"gemmbench calibrate: could not write {path}: {exc}", file=sys.stderr)
+        print(
+            f"gemmbench calibrate: could not write {path}: {exc}; "
+            f"the calibrated [gpu.{toml_string(gpu)}.gate] is {values}",
+            file=sys.stderr,
+        )
         return exitcodes.USAGE
     print(f"wrote [gpu.{toml_string(gpu)}.gate] {values} into {path}")
     return exitcodes.OK

@@ -23,11 +23,18 @@ def replace_file(path: str | os.PathLike, data: str | bytes, *, follow_links: bo
 
     ``follow_links=False`` (the gate's judge, writing where measured code could reach): whatever
     is at ``path``, a link or a pipe included, is renamed over, never followed or written through.
+    In a folder this user may not add to, only a regular file already there is written in place.
     """
     raw = data.encode("utf-8") if isinstance(data, str) else data
     if not follow_links:
         found = _stat(path, os.lstat)
-        _rename_over(Path(path), raw, found if found and stat.S_ISREG(found.st_mode) else None)
+        regular = found if found and stat.S_ISREG(found.st_mode) else None
+        try:
+            _rename_over(Path(path), raw, regular)
+        except PermissionError:
+            if regular is None:
+                raise
+            _write_in_place_unfollowed(path, raw)
         return
     found = _stat(path, os.stat)
     if found is not None and (stream := _standard_stream(found)) is not None:
@@ -44,6 +51,19 @@ def replace_file(path: str | os.PathLike, data: str | bytes, *, follow_links: bo
     except PermissionError:  # a folder this user may not add to, though the file may be writable
         with open(target, "wb") as out:
             out.write(raw)
+
+
+def _write_in_place_unfollowed(path, raw: bytes) -> None:
+    """Truncate and write the regular file at ``path``; a link or anything else put there since
+    is refused (O_NOFOLLOW, and O_NONBLOCK so that a pipe cannot hold the open)."""
+    fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise PermissionError(f"{path} is no longer a regular file; not written")
+        os.ftruncate(fd, 0)
+        _write_all(fd, raw)
+    finally:
+        os.close(fd)
 
 
 def _stat(path, how) -> os.stat_result | None:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import re
+import tempfile
 from pathlib import Path
 
 from . import files
@@ -106,16 +106,15 @@ def write_gpu_gate(path: Path, gpu: str, values: dict[str, object], comment: str
         else:
             before.append(note)
         new = "".join(before + [lines[start]] + body + lines[end:])
-    tmp = path.with_name(f".{path.name}.calibrate-tmp")
-    tmp.write_text(new, encoding="utf-8")
-    try:
-        thresholds_mod.load(tmp)  # a file that no longer loads is never written
-        files.replace_file(path, new)
-    except thresholds_mod.ThresholdsError as exc:  # named as the user knows it, not as tmp
-        raise thresholds_mod.ThresholdsError(str(exc).replace(str(tmp), str(path))) from None
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            tmp.unlink()
+    # Checked in a folder of its own: the file's folder may be one this user cannot add to.
+    with tempfile.TemporaryDirectory(prefix="gemmbench-calibrate-") as folder:
+        tmp = Path(folder) / path.name
+        tmp.write_text(new, encoding="utf-8")
+        try:
+            thresholds_mod.load(tmp)  # a file that no longer loads is never written
+        except thresholds_mod.ThresholdsError as exc:  # named as the user knows it, not as tmp
+            raise thresholds_mod.ThresholdsError(str(exc).replace(str(tmp), str(path))) from None
+    files.replace_file(path, new)
     return new
 
 

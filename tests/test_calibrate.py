@@ -320,6 +320,53 @@ class TestCalibrateRules:
         assert str(path) in str(refused.value) and "calibrate-tmp" not in str(refused.value)
         assert path.read_text() == THRESHOLDS and os.listdir(tmp_path) == ["t.toml"]
 
+    def test_nothing_is_made_beside_the_file(self, tmp_path, monkeypatch):
+        """The new text is checked in a folder of its own: the thresholds file's folder may be one
+        the user cannot add to, where a scratch copy beside it failed after all the runs."""
+        from gemmbench import files
+        from gemmbench.thresholds_edit import write_gpu_gate
+
+        path = tmp_path / "t.toml"
+        path.write_text(THRESHOLDS)
+        seen, replace = [], files.replace_file
+
+        def replace_and_look(*args, **kwargs):
+            seen.append(sorted(os.listdir(tmp_path)))
+            return replace(*args, **kwargs)
+
+        monkeypatch.setattr(files, "replace_file", replace_and_look)
+        write_gpu_gate(path, "H200", {"tolerance": 0.009}, "note")
+        assert seen == [["t.toml"]] and "tolerance = 0.009" in path.read_text()
+
+    def test_a_failed_write_still_says_the_values(self, tmp_path, monkeypatch, capsys):
+        """The table cannot be written after all the runs: one line says why and gives the
+        calibrated values, so that the runs are not lost."""
+        from gemmbench import calibrate, thresholds
+        from gemmbench.gate import decision
+
+        path = tmp_path / "thresholds.toml"
+        path.write_text(THRESHOLDS)
+        config = thresholds.load(path)
+
+        def quiet_run(args, where):
+            compared = decision.Comparison(
+                "hash", [1.0], [1.002], ratio=1.002, base_spread=0.001, head_spread=0.001
+            )
+            meta = {"wall_s": 1.0, "measure_s": 0.6, "startup_s": 0.4, "gpu": "CPU double"}
+            return decision.Report(decision.PASS, comparisons=[compared], meta=meta, config=config)
+
+        def refused(*args):
+            raise PermissionError(13, "Permission denied")
+
+        monkeypatch.setattr(calibrate, "one_run", quiet_run)
+        monkeypatch.setattr(calibrate, "write_gpu_gate", refused)
+        code = calibrate.main(["--runs", "2", "--thresholds", str(path), "--gpu", "CPU double"])
+        err = [
+            line for line in capsys.readouterr().err.splitlines() if not line.startswith("[gate]")
+        ]
+        assert code == 2 and len(err) == 1, err
+        assert "Permission denied" in err[0] and "'tolerance': 0.005" in err[0], err
+
 
 @pytest.mark.parametrize(
     ("name", "message"),

@@ -88,6 +88,45 @@ def test_writable_file_in_a_closed_folder_is_written_in_place(monkeypatch, tmp_p
     assert path.read_text() == "new"
 
 
+def test_judge_writes_a_regular_file_in_a_closed_folder_in_place(monkeypatch, tmp_path):
+    """The gate's --json in a folder the user may not add to, its file writable: written in
+    place (it used to be lost after the whole run), still without following a link."""
+    path = tmp_path / "gate.json"
+    path.write_text("a longer old verdict")
+    refusing_new_files(monkeypatch, PermissionError(errno.EACCES, "Permission denied"))
+    files.replace_file(path, "new", follow_links=False)
+    assert path.read_text() == "new"
+    elsewhere = tmp_path / "elsewhere.json"
+    elsewhere.write_text("untouched")
+    path.unlink()
+    path.symlink_to(elsewhere)
+    with pytest.raises(PermissionError):
+        files.replace_file(path, "new", follow_links=False)
+    assert elsewhere.read_text() == "untouched" and path.is_symlink()
+
+
+def test_judge_refuses_a_link_swapped_in_after_its_check(monkeypatch, tmp_path):
+    """A regular file replaced by a link between the check and the write is not written
+    through (O_NOFOLLOW)."""
+    path = tmp_path / "gate.json"
+    path.write_text("old")
+    elsewhere = tmp_path / "elsewhere.json"
+    elsewhere.write_text("untouched")
+    real_open = os.open
+
+    def swapping(name, flags, *args, **kwargs):
+        if str(name).endswith(".partial"):
+            path.unlink()
+            path.symlink_to(elsewhere)
+            raise PermissionError(errno.EACCES, "Permission denied")
+        return real_open(name, flags, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", swapping)
+    with pytest.raises(OSError):
+        files.replace_file(path, "new", follow_links=False)
+    assert elsewhere.read_text() == "untouched"
+
+
 def test_full_disk_leaves_the_old_file(monkeypatch, tmp_path):
     """No room for the new file: the error is raised and the old file is not truncated."""
     path = tmp_path / "out.json"
