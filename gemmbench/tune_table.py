@@ -15,6 +15,7 @@ from gemm.dispatch_table import TABLES
 from gemm.variants import config_name
 from gemmbench import exitcodes, files, measure, sweep
 from gemmbench.cli import cannot_write
+from gemmbench.config import MAX_OPERAND_BYTES, operand_bytes
 from gemmbench.git import GitError, git, signals_blocked
 
 # The variant the table holds: the registry's one that dispatches (gemm.VARIANTS).
@@ -256,16 +257,20 @@ def _row_problem(row, registered: set[str]) -> str | None:
     dims = (row["m"], row["n"], row["k"], row["splits"])
     if not all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in dims):
         return "m, n, k and splits must be positive whole numbers"
+    if operand_bytes(dims[:3]) > MAX_OPERAND_BYTES:
+        return f"shape {dims[0]}x{dims[1]}x{dims[2]} needs more memory than any GPU holds"
     if row["config"] not in registered:
         # A table naming a configuration the registry lacks would be ignored by the dispatch.
         return f"configuration {row['config']!r} is not registered (gemm/variants.py)"
     if not isinstance(row["correct"], bool) or not _is_number(row["relative_error"]):
         return "correct must be true or false and relative_error a number"
     times = (row["median_s"], row["tflops"], row["fraction_of_cublas"])
-    if not all(_is_number(t, allow_none=True) for t in times) or (
-        row["median_s"] is not None and not row["median_s"] > 0
-    ):
-        return "median_s, tflops and fraction_of_cublas must be numbers or null, median_s > 0"
+    if not all(
+        _is_number(t, allow_none=True) and (t is None or math.isfinite(t)) for t in times
+    ) or (row["median_s"] is not None and not row["median_s"] > 0):
+        return (
+            "median_s, tflops and fraction_of_cublas must be finite numbers or null, median_s > 0"
+        )
     recorded = [row[option] for option in ("repeat", "warmup") if option in row]
     if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in recorded):
         return "repeat and warmup, where recorded, must be whole numbers"
@@ -278,6 +283,8 @@ def stored_rows(path: Path) -> list[dict] | str:
         rows = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         return f"cannot read JSON: {exc}"
+    except RecursionError:
+        return "cannot read JSON: nested too deeply"
     if not isinstance(rows, list) or not rows:
         return (
             f"not a tune --json file (a non-empty list of rows with {', '.join(sorted(_ROW_KEYS))})"

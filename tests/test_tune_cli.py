@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import subprocess
 import sys
 
@@ -142,7 +143,9 @@ class TestRepick:
         assert entry["tuned"] == "2026-01-01 at abc1234"
         assert "Re-picked without a GPU" in doc.read_text()
 
-    @pytest.mark.parametrize("content", ["not json", "[]", '[{"m": 1}]', '{"rows": []}'])
+    @pytest.mark.parametrize(
+        "content", ["not json", "[]", '[{"m": 1}]', '{"rows": []}', "[" * 100_000 + "]" * 100_000]
+    )
     def test_not_a_tune_json_is_usage(self, tmp_path, content, capsys):
         """Anything but a tune --json file: exit 2, one line, nothing written."""
         measured = tmp_path / "tune.json"
@@ -160,8 +163,11 @@ class TestRepick:
             ({"splits": 0}, "row 3: m, n, k and splits must be positive whole numbers"),
             ({"config": "BM1-BN1"}, "row 3: configuration 'BM1-BN1' is not registered"),
             ({"correct": "yes"}, "row 3: correct must be true or false"),
-            ({"median_s": 0}, "row 3: median_s, tflops and fraction_of_cublas must be numbers"),
-            ({"tflops": "fast"}, "row 3: median_s, tflops and fraction_of_cublas must be numbers"),
+            ({"median_s": 0}, "row 3: median_s, tflops and fraction_of_cublas must be finite"),
+            ({"tflops": "fast"}, "row 3: median_s, tflops and fraction_of_cublas must be finite"),
+            ({"median_s": math.inf}, "row 3: median_s, tflops and fraction_of_cublas must be"),
+            ({"tflops": math.nan}, "row 3: median_s, tflops and fraction_of_cublas must be"),
+            ({"m": 10**30}, "row 3: shape 1000000000000000000000000000000x"),
             ({"repeat": [20]}, "row 3: repeat and warmup, where recorded, must be whole numbers"),
             ({"warmup": 3}, "the rows disagree on warmup"),
         ],
