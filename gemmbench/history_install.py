@@ -65,9 +65,13 @@ def load_config(path: Path):
         )
     try:
         return Config.load(str(path))
-    except (UserError, ValueError) as exc:  # ValueError: json5's, for a file that is not JSON
+    # ValueError: json5's, for a file that is not JSON. asv checks few types: a value of the
+    # wrong type ("version": "x") fails as it is compared or used, with a TypeError or the like.
+    except (UserError, ValueError, TypeError, AttributeError, KeyError, RecursionError) as exc:
+        said = str(exc).strip().splitlines()
+        why = said[0] if isinstance(exc, (UserError, ValueError)) and said else None
         raise HistoryError(
-            f"asv cannot read {path}: {str(exc).strip().splitlines()[0]}; "
+            f"asv cannot read {path}: {why or f'{type(exc).__name__}: {exc}'.splitlines()[0]}; "
             "fix it or pass another --config"
         ) from None
 
