@@ -17,7 +17,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from gemm import VARIANTS  # noqa: E402
 from gemm.dispatch_table import TABLES  # noqa: E402
+from gemmbench import exitcodes  # noqa: E402
 from gemmbench.cli import OneLineErrorParser  # noqa: E402
+from gemmbench.machine import no_gpu_reason  # noqa: E402
 
 # K-split counts run for every configuration of a split-K variant, besides 1 and the tuning
 # table's own: an even and an odd count (the odd one leaves a short last slice on most shapes).
@@ -176,6 +178,9 @@ def main() -> int:
         help="run only the I-th of N interleaved shares of the launches (0 <= I < N)",
     )
     args = parser.parse_args()
+    if why := no_gpu_reason():
+        print(f"scripts/sanitize_gemm.py: no usable NVIDIA GPU: {why}", file=sys.stderr)
+        return exitcodes.INFRASTRUCTURE
     import cupy
 
     # Each allocation its own cudaMalloc: with CuPy's pool on, an access past the end of an array

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from gpu_check import gpu_unavailable_reason
 
 from gemm import VARIANTS
 from gemm.dispatch_table import TABLES
@@ -151,6 +152,19 @@ def test_bad_shard_argument_is_a_usage_error(argv):
     )  # fmt: skip
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert len(proc.stderr.splitlines()) == 1 and "--shard" in proc.stderr, proc.stderr
+
+
+@pytest.mark.skipif(gpu_unavailable_reason() is None, reason="a GPU answers here")
+@pytest.mark.parametrize("argv", [[], ["--plant", "race"]])
+def test_no_gpu_is_one_line_and_exit_4(argv):
+    """Run by hand where no GPU answers: one line and exit 4, not CuPy's traceback with exit 1
+    (which reads as a regression)."""
+    proc = subprocess.run(
+        [sys.executable, "scripts/sanitize_gemm.py", *argv],
+        cwd=ROOT, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert proc.returncode == 4, proc.stdout + proc.stderr
+    assert len(proc.stderr.splitlines()) == 1 and "no usable NVIDIA GPU" in proc.stderr
 
 
 def test_sanitizer_covers_every_choice():
