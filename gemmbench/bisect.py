@@ -25,7 +25,7 @@ from pathlib import Path
 
 from . import exitcodes, files
 from . import thresholds as thresholds_mod
-from .cli import OneLineErrorParser, cannot_write, output_file, terminated
+from .cli import OneLineErrorParser, cannot_write, named, output_file, terminated
 from .gate import (
     DEFAULT_PROVIDER,
     HEAD_AT_FAULT,
@@ -103,9 +103,10 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument(
         "--bench", required=True, type=bench_name, metavar="NAME", help="a gate case name"
     )
-    parser.add_argument("--repo", default=".", help="the git repository (default .)")
+    parser.add_argument("--repo", default=".", type=named, help="the git repository (default .)")
     parser.add_argument(
         "--thresholds",
+        type=named,
         help="thresholds file (default: the running harness's thresholds.toml, not --repo's)",
     )
     parser.add_argument(

@@ -27,7 +27,7 @@ from pathlib import Path
 from . import exitcodes, files
 from . import gate as gate_api
 from . import thresholds as thresholds_mod
-from .cli import OneLineErrorParser, cannot_write, output_file
+from .cli import OneLineErrorParser, cannot_write, named, output_file
 from .gate.decision import BROKEN, INCONCLUSIVE, INFRA, INTERRUPTED, PASS, REGRESSION, USAGE
 from .stats import smallest_p
 from .thresholds_edit import gpu_table_for, toml_string, unwritable_gpu_name, write_gpu_gate
@@ -126,9 +126,11 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         help="A/A gate runs, 2 to 100: one shows nothing about their spread (default 10)",
     )
     p.add_argument("--rev", default="HEAD", help="the commit measured on both sides (default HEAD)")
-    p.add_argument("--repo", default=".", help="the git repository (default .)")
+    p.add_argument("--repo", default=".", type=named, help="the git repository (default .)")
     p.add_argument(
-        "--thresholds", help="thresholds file to read and write (default: the harness's)"
+        "--thresholds",
+        type=named,
+        help="thresholds file to read and write (default: the harness's)",
     )
     p.add_argument(
         "--cases",

@@ -44,11 +44,17 @@ def output_file(text: str) -> str:
     return text
 
 
-def named_path(text: str) -> Path:
-    """An argparse type for a path: an empty one is refused, not read as the current folder."""
+def named(text: str) -> str:
+    """An argparse type for a path kept as text: an empty one is refused, not read as the current
+    folder or as the default."""
     if not text:
         raise argparse.ArgumentTypeError("needs a path, not an empty one")
-    return Path(text)
+    return text
+
+
+def named_path(text: str) -> Path:
+    """``named``, as a Path."""
+    return Path(named(text))
 
 
 def cannot_write(path: str | Path, option: str) -> str | None:

@@ -32,13 +32,12 @@ import json
 import statistics
 import sys
 import time
-from pathlib import Path
 
 from gemm import VARIANTS, dispatch
 from gemm.variants import Config, Variant, config_name
 from gemmbench import config as harness_config
 from gemmbench import exitcodes, files, machine, measure, tune_table
-from gemmbench.cli import OneLineErrorParser, cannot_write
+from gemmbench.cli import OneLineErrorParser, cannot_write, named_path, output_file
 from gemmbench.measure import MAX_REPEAT, memory_named, memory_problem
 from gemmbench.report import parse_shape
 
@@ -189,11 +188,15 @@ def _parser() -> OneLineErrorParser:
         metavar="S",
         help="start no new shape after S seconds of measuring (default: no limit)",
     )
-    p.add_argument("--json", metavar="PATH", help="also write every measurement as JSON here")
     p.add_argument(
-        "--table", type=Path, default=tune_table.TABLE_PATH, help="table file to rewrite"
+        "--json", metavar="PATH", type=output_file, help="also write every measurement as JSON here"
     )
-    p.add_argument("--doc", type=Path, default=tune_table.DOC_PATH, help="Markdown file to update")
+    p.add_argument(
+        "--table", type=named_path, default=tune_table.TABLE_PATH, help="table file to rewrite"
+    )
+    p.add_argument(
+        "--doc", type=named_path, default=tune_table.DOC_PATH, help="Markdown file to update"
+    )
     p.add_argument(
         "--dry-run",
         action="store_true",
@@ -204,7 +207,7 @@ def _parser() -> OneLineErrorParser:
     p.add_argument(
         "--repick",
         metavar="JSON",
-        type=Path,
+        type=named_path,
         help="no GPU: pick the winners again from an earlier run's --json measurements (e.g. "
         "after the shape classes changed) for the GPU already in the table, keeping its "
         "'tuned' stamp unless --tuned gives that run's; --repeat and --warmup describe that run "
@@ -251,8 +254,6 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--repeat and --sm-count must be ≥ 1 and --warmup ≥ 0")
     if max(args.repeat, args.warmup) > MAX_REPEAT:
         parser.error(f"--repeat and --warmup must be at most {MAX_REPEAT}")
-    if args.json == "":  # (an empty --table, --doc or --repick is Path("."), a folder)
-        parser.error("--json needs a file name, not an empty one")
     if args.budget_s is not None and not args.budget_s > 0:  # NaN too
         parser.error(f"--budget-s must be a positive number of seconds, not {args.budget_s:g}")
     if args.tuned is not None and not args.repick:

@@ -179,7 +179,16 @@ def test_thresholds_not_utf8(project, tmp_path, argv):
         (["tune", "--dry-run", "1_000"], "shape '1_000' is not N or MxNxK"),
         (["tune", "--dry-run", "99999999999999999999999"], "more than any GPU holds"),
         (["report", "64", "--json", ""], "--json needs a file name, not an empty one"),
-        (["tune", "64", "--json", ""], "--json needs a file name, not an empty one"),
+        (["tune", "64", "--json", ""], "argument --json: needs a file name, not an empty one"),
+        (["tune", "--table", ""], "argument --table: needs a path, not an empty one"),
+        (["tune", "--doc", ""], "argument --doc: needs a path, not an empty one"),
+        (["tune", "--repick", ""], "argument --repick: needs a path, not an empty one"),
+        (["gate", "--repo", ""], "argument --repo: needs a path, not an empty one"),
+        (["gate", "--thresholds", ""], "argument --thresholds: needs a path, not an empty one"),
+        (["calibrate", "--repo", ""], "argument --repo: needs a path, not an empty one"),
+        (["calibrate", "--thresholds", ""], "argument --thresholds: needs a path"),
+        (["bisect", "--repo", "", "a", "b"], "argument --repo: needs a path, not an empty one"),
+        (["bisect", "--thresholds", "", "a", "b"], "argument --thresholds: needs a path"),
         (["report", "--repeat", "1001"], "--repeat and --warmup must be at most 1000"),
         (["report", "--warmup", "100000"], "--repeat and --warmup must be at most 1000"),
         (["tune", "--repeat", "100000000"], "--repeat and --warmup must be at most 1000"),
@@ -188,8 +197,9 @@ def test_thresholds_not_utf8(project, tmp_path, argv):
     ids=lambda value: value if isinstance(value, str) else "_".join(value),
 )
 def test_bad_argument(tmp_path, argv, message):
-    """Shapes in ASCII digits within 1 TiB of operands, non-empty --json, bounded counts: each
-    refused in one line with exit 2, in seconds, before a GPU is looked for."""
+    """Shapes in ASCII digits within 1 TiB of operands, non-empty paths (an empty one read as the
+    current folder or the default), bounded counts: each refused in one line with exit 2, in
+    seconds, before a GPU is looked for."""
     started = time.monotonic()
     done = gemmbench(*argv, cwd=REPO_ROOT)
     assert_one_line(done, message)

@@ -23,7 +23,7 @@ from pathlib import Path
 from .. import exitcodes
 from .. import machine as gpu_machine
 from .. import thresholds as thresholds_mod
-from ..cli import OneLineErrorParser, cannot_write, output_file
+from ..cli import OneLineErrorParser, cannot_write, named, output_file
 from ..git import GitNotFound
 from .decision import FORGED, INFRA, OUTPUTS_ROW, REGRESSION, USAGE, Comparison, Report
 from .options import (
@@ -61,7 +61,7 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         default=None,
         help="the pull request's commit (default HEAD; with uncommitted changes, the working tree)",
     )
-    parser.add_argument("--repo", default=".", help="the git repository (default .)")
+    parser.add_argument("--repo", default=".", type=named, help="the git repository (default .)")
     parser.add_argument(
         "--no-merge-base",
         dest="merge_base",
@@ -70,6 +70,7 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     )
     parser.add_argument(
         "--thresholds",
+        type=named,
         help="thresholds file (default: the running harness's thresholds.toml, not --repo's)",
     )
     parser.add_argument(
