@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import re
 import signal
@@ -119,20 +120,35 @@ def _run_main(name: str, main: Callable[[list[str]], int], argv: list[str]) -> i
         what = "terminated" if isinstance(exc, Terminated) else "interrupted"
         print(f"gemmbench {name}: {what}", file=sys.stderr)
         return exitcodes.INTERRUPTED
-    except Exception as exc:  # the last resort: everything expected was handled in `main`
-        trace = traceback.format_exc()
-        what = type(exc).__name__
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        try:
-            handle, log_path = tempfile.mkstemp(prefix=f"gemmbench-{name}-", suffix=".log")
-            with os.fdopen(handle, "w", encoding="utf-8") as log:
-                log.write(f"gemmbench {name} {' '.join(argv)}\n{trace}")
-            where = f"traceback in {log_path}"
-        except OSError as log_error:
-            where = f"its traceback could not be written ({log_error.strerror or log_error})"
-        print(
-            f"gemmbench {name}: unexpected error {what}{': ' + first if first else ''}; {where}; "
-            "this is a fault of the harness, not a regression: please report it",
-            file=sys.stderr,
-        )
+    except OSError as exc:
+        if exc.errno not in _MACHINE_ERRORS:
+            return _unexpected(name, argv, exc)
+        where = f" ({exc.filename})" if exc.filename else ""
+        print(f"gemmbench {name}: {exc.strerror}{where}: a fault of this machine", file=sys.stderr)
         return exitcodes.INFRASTRUCTURE
+    except Exception as exc:  # the last resort: everything expected was handled in `main`
+        return _unexpected(name, argv, exc)
+
+
+# Errors of the machine a command runs on: no fault of the harness, and nothing to report.
+_MACHINE_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EIO}
+
+
+def _unexpected(name: str, argv: list[str], exc: Exception) -> int:
+    """One line naming the exception and the log holding its traceback; exit 4."""
+    trace = traceback.format_exc()
+    what = type(exc).__name__
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    try:
+        handle, log_path = tempfile.mkstemp(prefix=f"gemmbench-{name}-", suffix=".log")
+        with os.fdopen(handle, "w", encoding="utf-8") as log:
+            log.write(f"gemmbench {name} {' '.join(argv)}\n{trace}")
+        where = f"traceback in {log_path}"
+    except OSError as log_error:
+        where = f"its traceback could not be written ({log_error.strerror or log_error})"
+    print(
+        f"gemmbench {name}: unexpected error {what}{': ' + first if first else ''}; {where}; "
+        "this is a fault of the harness, not a regression: please report it",
+        file=sys.stderr,
+    )
+    return exitcodes.INFRASTRUCTURE

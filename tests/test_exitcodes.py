@@ -169,6 +169,18 @@ class TestUnexpectedError:
         self.force_raise(monkeypatch, tmp_path, "gemmbench.report")
         self.assert_one_line_and_log(capsys, tmp_path, report([]), "report")
 
+    def test_a_full_disk_is_the_machine_not_the_harness(self):
+        """A command whose output meets a full disk (here /dev/full) exits 4 in one line that
+        says so, and asks nobody to report it as a bug of the harness."""
+        with open("/dev/full", "w") as full:
+            done = subprocess.run(
+                [sys.executable, "-m", "gemmbench", "tune", "--dry-run", "64"],
+                stdout=full, stderr=subprocess.PIPE, text=True, cwd=REPO_ROOT,
+            )  # fmt: skip
+        lines = done.stderr.strip().splitlines()
+        assert done.returncode == exitcodes.INFRASTRUCTURE and len(lines) == 1, done.stderr
+        assert lines[0] == "gemmbench tune: No space left on device: a fault of this machine"
+
     def test_in_a_real_process(self, tmp_path):
         """End to end: a command that cannot even be imported exits 4 in one line."""
         (tmp_path / "gemmbench_broken_cmd.py").write_text("raise ImportError('planted')\n")
