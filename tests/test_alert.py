@@ -260,6 +260,27 @@ class TestIssues:
         proc = run_alert("http://127.0.0.1:9", tmp_path)
         assert proc.returncode == 2 and proc.stderr.count("\n") == 1
 
+    @pytest.mark.parametrize(
+        ("target", "change"),
+        [
+            ("machine.json", lambda data: [1]),
+            ("result", lambda data: [data]),
+            ("result", lambda data: {**data, "results": [1]}),
+            ("result", lambda data: {**data, "results": {"b.T.time_x": {"result": 1}}}),
+        ],
+        ids=["machine-list", "result-list", "results-list", "row-object"],
+    )
+    def test_wrong_json_types_are_bad_results(self, tmp_path, target, change):
+        """Valid JSON of the wrong shape is bad results too: one line naming the file, exit 2
+        (not an unexpected AttributeError, exit 4, nor a row read as its keys)."""
+        shas = plant_main(tmp_path, [1.0] * 4)
+        folder = tmp_path / "results" / MACHINE
+        path = folder / target if target != "result" else next(folder.glob(f"{shas[1][:8]}-*"))
+        path.write_text(json.dumps(change(json.loads(path.read_text()))))
+        proc = run_alert("http://127.0.0.1:9", tmp_path, "--dry-run")
+        assert proc.returncode == 2, proc.stdout + proc.stderr
+        assert proc.stderr.count("\n") == 1 and path.name in proc.stderr, proc.stderr
+
 
 def test_main_yml_alert_job():
     """main.yml's alert job follows push-results, runs scripts/ci/alert.py as one thin step, and

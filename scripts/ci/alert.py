@@ -113,6 +113,24 @@ def first_parent_line(checkout: Path) -> list[str]:
     return git("rev-list", "--first-parent", "--reverse", "HEAD").split()
 
 
+def json_object(path: Path) -> dict:
+    """PATH's JSON object; ValueError naming the file for anything else (bad results: exit 2)."""
+    shown = f"{path.parent.name}/{path.name}"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except RecursionError:  # json follows nesting by recursion
+        raise ValueError(f"{shown}: nested too deeply to read") from None
+    except ValueError as exc:  # not JSON, or not UTF-8
+        raise ValueError(f"{shown}: not valid JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{shown}: a JSON {type(data).__name__}, not an object")
+    return data
+
+
+def _is_list_of(value: object, kind: type) -> bool:
+    return isinstance(value, list) and all(isinstance(v, kind) for v in value)
+
+
 def load_series(machine_dir: Path, line: list[str]) -> dict[tuple[str, tuple], list[Point]]:
     """(asv benchmark name, ((param, value), ...)) -> its points in LINE's order (main's
     first-parent commits, oldest first), for the time_* benchmarks only (lower is better)."""
@@ -121,19 +139,27 @@ def load_series(machine_dir: Path, line: list[str]) -> dict[tuple[str, tuple], l
     for path in sorted(machine_dir.glob("*.json")):
         if path.name == "machine.json" or path.is_symlink():
             continue
-        data = json.loads(path.read_text())
+        data = json_object(path)
         sha, date = data.get("commit_hash"), data.get("date")
         if not (isinstance(sha, str) and SHA.fullmatch(sha) and isinstance(date, int)):
             raise ValueError(f"{path.name}: no commit hash and date")
         if sha not in position:
             continue  # not on main's first-parent line: a force-pushed-away commit
-        columns = data["result_columns"]
-        for name, row in data.get("results", {}).items():
+        columns, results = data.get("result_columns"), data.get("results", {})
+        if not _is_list_of(columns, str):
+            raise ValueError(f"{path.name}: result_columns is not a list of column names")
+        if not isinstance(results, dict):
+            raise ValueError(f"{path.name}: results is not a JSON object")
+        for name, row in results.items():
             short = name.rsplit(".", 1)[-1]
             if not short.startswith("time_"):
                 continue
+            if not isinstance(row, list):
+                raise ValueError(f"{path.name}: {name}'s row is not a list")
             record = dict(zip(columns, row, strict=False))
             params = record.get("params") or []
+            if not (_is_list_of(params, list) and isinstance(record.get("result") or [], list)):
+                raise ValueError(f"{path.name}: {name}'s params or result is not a list")
             names = _param_names(machine_dir.parent, name, len(params))
             combos = list(itertools.product(*params)) if params else [()]
             for combo, value in zip(combos, record.get("result") or [], strict=False):
@@ -173,10 +199,9 @@ def find_steps(
     for machine_dir in sorted(p for p in results_dir.iterdir() if p.is_dir()):
         if machine_dir.name.startswith(".") or not MACHINE.fullmatch(machine_dir.name):
             continue
-        try:
-            info = json.loads((machine_dir / "machine.json").read_text())
-        except (OSError, ValueError):
-            continue
+        if not (machine_dir / "machine.json").is_file():
+            continue  # not a machine's folder: asv skips it too
+        info = json_object(machine_dir / "machine.json")
         gpu = str(info.get("gpu_model") or "")
         tolerance = limits.for_gpu(gpu or None).gate.tolerance
         for (bench, params), points in sorted(load_series(machine_dir, line).items()):
