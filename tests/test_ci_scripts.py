@@ -386,3 +386,21 @@ def test_history_range_only_main_first_parent_line(repo, monkeypatch):
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert proc.stdout.startswith("::error title=Run refused::") and feature[:12] in proc.stdout
     assert len(proc.stdout.splitlines()) == 1 and not out.exists()
+
+
+@pytest.mark.parametrize(
+    "script", ["alert", "history_range", "pr_comment", "push_results", "runners", "stage_results"]
+)
+def test_argument_errors_are_one_line_with_the_standard_library_alone(script):
+    """A missing or unknown option is one line naming the script, exit 2 (not argparse's usage
+    text), and --help still prints the usage; both under an interpreter without site-packages
+    (-S), as a hosted job's bare python3 is, so the shared parser must stay standard-library."""
+    bare = [sys.executable, "-S", "-E", str(CI / f"{script}.py")]
+    for args in ([], ["--no-such-option"]):
+        proc = run(*bare, *args)
+        assert proc.returncode == 2, proc.stdout + proc.stderr
+        assert len(proc.stderr.splitlines()) == 1, proc.stderr
+        assert proc.stderr.startswith(f"python scripts/ci/{script}.py: "), proc.stderr
+        assert proc.stderr.rstrip().endswith("see --help") and not proc.stdout
+    helped = run(*bare, "--help")
+    assert helped.returncode == 0 and helped.stdout.startswith("usage: "), helped.stderr

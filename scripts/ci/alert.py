@@ -25,7 +25,6 @@ Exit 0 done, 2 bad arguments or results, 4 the GitHub API failed.
 
 from __future__ import annotations
 
-import argparse
 import functools
 import itertools
 import json
@@ -42,6 +41,9 @@ sys.path.insert(1, str(Path(__file__).resolve().parents[2]))
 from github_api import REPO, ApiError, GitHub  # noqa: E402
 
 from gemmbench import thresholds  # noqa: E402
+
+# One-line argument errors, exit 2 (gemmbench/cli.py imports only the standard library).
+from gemmbench.cli import OneLineErrorParser  # noqa: E402
 
 WINDOW, MIN_HISTORY = 10, 3
 LABEL = "performance-regression"
@@ -298,7 +300,7 @@ def report(api: GitHub, steps: list[Step], dashboard: str) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python scripts/ci/alert.py")
+    parser = OneLineErrorParser(prog="python scripts/ci/alert.py")
     parser.add_argument("--results", type=Path, required=True)
     parser.add_argument("--repo", required=True)
     parser.add_argument("--since", default="")

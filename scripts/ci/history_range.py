@@ -13,11 +13,15 @@ only main's merged commits were reviewed. A manual range is printed as full SHAs
 
 from __future__ import annotations
 
-import argparse
 import os
 import re
 import subprocess
 import sys
+from pathlib import Path
+
+# One-line argument errors, exit 2 (gemmbench/cli.py imports only the standard library).
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from gemmbench.cli import OneLineErrorParser  # noqa: E402
 
 MAIN = "refs/heads/main"
 NULL_SHA = "0" * 40
@@ -97,7 +101,7 @@ def choose(event: str, ref: str, after: str, before: str = "", manual: str = "")
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="python scripts/ci/history_range.py")
+    parser = OneLineErrorParser(prog="python scripts/ci/history_range.py")
     parser.add_argument("--event", required=True)
     parser.add_argument("--ref", required=True)
     parser.add_argument("--after", required=True)

@@ -19,19 +19,22 @@ API failed.
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(1, str(Path(__file__).resolve().parents[2]))
 
 import accept  # noqa: E402
 import gate_artifact  # noqa: E402
 from comment_markdown import MARKER, RANK, refused, render  # noqa: E402
 from gate_artifact import BadArtifact, Gate  # noqa: E402
 from github_api import REPO, ApiError, GitHub  # noqa: E402
+
+# One-line argument errors, exit 2 (gemmbench/cli.py imports only the standard library).
+from gemmbench.cli import OneLineErrorParser  # noqa: E402
 
 BOT = "github-actions[bot]"
 STATUS_CONTEXT = "gemmbench/gate"
@@ -92,7 +95,7 @@ def default_dashboard(repo: str) -> str:
 
 
 def _args(argv):
-    parser = argparse.ArgumentParser(prog="python scripts/ci/pr_comment.py")
+    parser = OneLineErrorParser(prog="python scripts/ci/pr_comment.py")
     parser.add_argument("--artifacts", type=Path, required=True)
     parser.add_argument("--repo", required=True)
     parser.add_argument("--head-sha", required=True)

@@ -39,6 +39,9 @@ from safe_git import SECRETS, clean_env, git
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from gemmbench import exitcodes  # noqa: E402
 
+# One-line argument errors, exit 2 (gemmbench/cli.py imports only the standard library).
+from gemmbench.cli import OneLineErrorParser  # noqa: E402
+
 HARNESS = Path(__file__).resolve().parents[2]
 BRANCH = "asv-results"
 PREFIX = "asv-results-"
@@ -341,7 +344,7 @@ def output(**values: str) -> None:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="python scripts/ci/push_results.py")
+    parser = OneLineErrorParser(prog="python scripts/ci/push_results.py")
     parser.add_argument("--downloads", type=Path, required=True)
     parser.add_argument("--repo", type=Path, required=True, help="asv-results branch checkout")
     parser.add_argument("--runners", required=True, help="the history runner list, as JSON")

@@ -14,7 +14,6 @@ fix (docs/exit-codes.md).
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import sys
@@ -23,6 +22,9 @@ from pathlib import Path
 # The harness's one exit-code table (docs/exit-codes.md); gemmbench/exitcodes.py imports nothing.
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from gemmbench import exitcodes  # noqa: E402
+
+# One-line argument errors, exit 2 (gemmbench/cli.py imports only the standard library).
+from gemmbench.cli import OneLineErrorParser  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNNERS_FILE = ROOT / ".github" / "runners.json"
@@ -80,7 +82,7 @@ def runner_list(pool: str, override: str = "", file: Path = RUNNERS_FILE) -> lis
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python scripts/ci/runners.py")
+    parser = OneLineErrorParser(prog="python scripts/ci/runners.py")
     parser.add_argument("pool", choices=sorted(VARIABLES))
     parser.add_argument("--override", default="", help="the pool's repository variable, if set")
     args = parser.parse_args(argv)

@@ -9,12 +9,15 @@ name the push takes are copied; anything else history may leave (a .partial file
 
 from __future__ import annotations
 
-import argparse
 import shutil
 import sys
 from pathlib import Path
 
 from push_results import plain_folder_name, result_file_name
+
+# One-line argument errors, exit 2 (gemmbench/cli.py imports only the standard library).
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from gemmbench.cli import OneLineErrorParser  # noqa: E402
 
 
 def stage(results_dir: Path, machine: str, out: Path) -> int:
@@ -35,7 +38,7 @@ def stage(results_dir: Path, machine: str, out: Path) -> int:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="python scripts/ci/stage_results.py")
+    parser = OneLineErrorParser(prog="python scripts/ci/stage_results.py")
     parser.add_argument("--results-dir", type=Path, default=Path(".asv/results"))
     parser.add_argument("--machine", required=True)
     parser.add_argument("out", type=Path)
