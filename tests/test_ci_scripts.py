@@ -404,3 +404,32 @@ def test_argument_errors_are_one_line_with_the_standard_library_alone(script):
         assert proc.stderr.rstrip().endswith("see --help") and not proc.stdout
     helped = run(*bare, "--help")
     assert helped.returncode == 0 and helped.stdout.startswith("usage: "), helped.stderr
+
+
+@pytest.mark.parametrize(
+    ("script", "args"),
+    [
+        ("stage_results", ["--results-dir", "{results}", "--machine", "m1", ""]),
+        ("stage_results", ["--results-dir", "", "--machine", "m1", "{tmp}/out"]),
+        ("push_results", ["--downloads", "", "--repo", "{tmp}", "--runners", "{runners}",
+                          "--sha", "a" * 40]),
+        ("alert", ["--results", "", "--repo", "o/r", "--checkout", str(ROOT), "--thresholds",
+                   str(ROOT / "thresholds.toml"), "--dry-run"]),
+        ("pr_comment", ["--artifacts", "", "--repo", "o/r", "--head-sha", "a" * 40, "--pr", "7"]),
+    ],
+    ids=["stage-out", "stage-results-dir", "push-downloads", "alert-results", "pr-artifacts"],
+)  # fmt: skip
+def test_empty_path_arguments_are_refused(tmp_path, script, args):
+    """An empty path is a usage error (one line, exit 2), not the current folder: staging into
+    it, or reading it as the downloads, the results or the artifacts."""
+    results = tmp_path / "results"
+    machine_results(results, "m1")
+    work = tmp_path / "work"  # the step's current folder, where an empty path would lead
+    (work / "m1").mkdir(parents=True)
+    runners = json.dumps([{"machine": "m1"}])
+    args = [a.format(results=results, tmp=tmp_path, runners=runners) for a in args]
+    proc = run(sys.executable, str(CI / f"{script}.py"), *args, cwd=work,
+               env={"GITHUB_API_URL": "http://127.0.0.1:9", "GH_TOKEN": "x"})  # fmt: skip
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert len(proc.stderr.splitlines()) == 1 and "needs a path" in proc.stderr, proc.stderr
+    assert [p.name for p in work.rglob("*")] == ["m1"]

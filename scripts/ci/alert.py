@@ -42,8 +42,8 @@ from github_api import REPO, ApiError, GitHub  # noqa: E402
 
 from gemmbench import thresholds  # noqa: E402
 
-# One-line argument errors, exit 2 (gemmbench/cli.py imports only the standard library).
-from gemmbench.cli import OneLineErrorParser  # noqa: E402
+# One-line argument errors, exit 2, and no empty path read as "." (cli.py: standard library only).
+from gemmbench.cli import OneLineErrorParser, named_path  # noqa: E402
 
 WINDOW, MIN_HISTORY = 10, 3
 LABEL = "performance-regression"
@@ -301,12 +301,12 @@ def report(api: GitHub, steps: list[Step], dashboard: str) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = OneLineErrorParser(prog="python scripts/ci/alert.py")
-    parser.add_argument("--results", type=Path, required=True)
+    parser.add_argument("--results", type=named_path, required=True)
     parser.add_argument("--repo", required=True)
     parser.add_argument("--since", default="")
     parser.add_argument("--dashboard", default="")
-    parser.add_argument("--thresholds", type=Path, default=Path("thresholds.toml"))
-    parser.add_argument("--checkout", type=Path, default=Path("."))
+    parser.add_argument("--thresholds", type=named_path, default=Path("thresholds.toml"))
+    parser.add_argument("--checkout", type=named_path, default=Path("."))
     parser.add_argument("--dry-run", action="store_true")
     args = parser.parse_args(argv)
     if not REPO.fullmatch(args.repo):

@@ -33,8 +33,8 @@ from comment_markdown import MARKER, RANK, refused, render  # noqa: E402
 from gate_artifact import BadArtifact, Gate  # noqa: E402
 from github_api import REPO, ApiError, GitHub  # noqa: E402
 
-# One-line argument errors, exit 2 (gemmbench/cli.py imports only the standard library).
-from gemmbench.cli import OneLineErrorParser  # noqa: E402
+# One-line argument errors, exit 2, and no empty path read as "." (cli.py: standard library only).
+from gemmbench.cli import OneLineErrorParser, named_path  # noqa: E402
 
 BOT = "github-actions[bot]"
 STATUS_CONTEXT = "gemmbench/gate"
@@ -96,16 +96,16 @@ def default_dashboard(repo: str) -> str:
 
 def _args(argv):
     parser = OneLineErrorParser(prog="python scripts/ci/pr_comment.py")
-    parser.add_argument("--artifacts", type=Path, required=True)
+    parser.add_argument("--artifacts", type=named_path, required=True)
     parser.add_argument("--repo", required=True)
     parser.add_argument("--head-sha", required=True)
     parser.add_argument("--pr", default="")
     parser.add_argument("--dashboard", default="")
     parser.add_argument("--accept-label", default="")
-    parser.add_argument("--codeowners", type=Path, default=Path(".github/CODEOWNERS"))
+    parser.add_argument("--codeowners", type=named_path, default=Path(".github/CODEOWNERS"))
     parser.add_argument("--run-created", default="", help="the pr run's created_at (ISO 8601)")
     parser.add_argument("--runners", default="", help="the PR runner list (GPU_PR_RUNNERS)")
-    parser.add_argument("--body-out", type=Path)
+    parser.add_argument("--body-out", type=named_path)
     parser.add_argument("--status", action="store_true", help="post the commit status instead")
     args = parser.parse_args(argv)
     problems = []

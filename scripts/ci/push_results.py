@@ -39,8 +39,8 @@ from safe_git import SECRETS, clean_env, git
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from gemmbench import exitcodes  # noqa: E402
 
-# One-line argument errors, exit 2 (gemmbench/cli.py imports only the standard library).
-from gemmbench.cli import OneLineErrorParser  # noqa: E402
+# One-line argument errors, exit 2, and no empty path read as "." (cli.py: standard library only).
+from gemmbench.cli import OneLineErrorParser, named_path  # noqa: E402
 
 HARNESS = Path(__file__).resolve().parents[2]
 BRANCH = "asv-results"
@@ -345,8 +345,10 @@ def output(**values: str) -> None:
 
 def main(argv: list[str]) -> int:
     parser = OneLineErrorParser(prog="python scripts/ci/push_results.py")
-    parser.add_argument("--downloads", type=Path, required=True)
-    parser.add_argument("--repo", type=Path, required=True, help="asv-results branch checkout")
+    parser.add_argument("--downloads", type=named_path, required=True)
+    parser.add_argument(
+        "--repo", type=named_path, required=True, help="asv-results branch checkout"
+    )
     parser.add_argument("--runners", required=True, help="the history runner list, as JSON")
     parser.add_argument("--sha", required=True, help="the commit whose history this is")
     parser.add_argument("--python", default=sys.executable, help="interpreter for check-results")

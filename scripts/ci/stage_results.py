@@ -15,9 +15,9 @@ from pathlib import Path
 
 from push_results import plain_folder_name, result_file_name
 
-# One-line argument errors, exit 2 (gemmbench/cli.py imports only the standard library).
+# One-line argument errors, exit 2, and no empty path read as "." (cli.py: standard library only).
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from gemmbench.cli import OneLineErrorParser  # noqa: E402
+from gemmbench.cli import OneLineErrorParser, named_path  # noqa: E402
 
 
 def stage(results_dir: Path, machine: str, out: Path) -> int:
@@ -39,9 +39,9 @@ def stage(results_dir: Path, machine: str, out: Path) -> int:
 
 def main(argv: list[str]) -> int:
     parser = OneLineErrorParser(prog="python scripts/ci/stage_results.py")
-    parser.add_argument("--results-dir", type=Path, default=Path(".asv/results"))
+    parser.add_argument("--results-dir", type=named_path, default=Path(".asv/results"))
     parser.add_argument("--machine", required=True)
-    parser.add_argument("out", type=Path)
+    parser.add_argument("out", type=named_path)
     opts = parser.parse_args(argv)
     if not plain_folder_name(opts.machine):
         print(
