@@ -174,14 +174,29 @@ def test_stage_results(tmp_path):
         assert "Traceback" not in proc.stderr and len(proc.stderr.splitlines()) == 1
 
 
-def test_unexpected_error_is_one_line_and_exit_4(tmp_path):
-    """A step script that meets an error it does not handle (here: its output folder lies under a
-    file) prints one ::error:: line and exits 4, never Python's 1 (a regression) with a traceback."""
+def test_stage_results_refuses_an_out_that_is_no_folder(tmp_path):
+    """OUT that is a file, or lies under one, is the caller's mistake: one line, exit 2, before
+    anything is copied (not an unexpected NotADirectoryError, exit 4)."""
     results = tmp_path / "results"
     machine_results(results, "m1")
     (tmp_path / "file").write_text("")
+    for out in (tmp_path / "file", tmp_path / "file" / "out"):
+        proc = run(sys.executable, str(CI / "stage_results.py"), "--results-dir", str(results),
+                   "--machine", "m1", str(out))  # fmt: skip
+        assert proc.returncode == 2, proc.stdout + proc.stderr
+        assert len(proc.stderr.splitlines()) == 1 and "is not a writable folder" in proc.stderr
+        assert (tmp_path / "file").read_text() == ""
+
+
+def test_unexpected_error_is_one_line_and_exit_4(tmp_path):
+    """A step script that meets an error it does not handle (here: a result file's name is taken
+    by a folder in OUT) prints one ::error:: line and exits 4, never Python's 1 (a regression)
+    with a traceback."""
+    results = tmp_path / "results"
+    machine_results(results, "m1")
+    (tmp_path / "out" / "m1" / "machine.json").mkdir(parents=True)
     proc = run(sys.executable, str(CI / "stage_results.py"), "--results-dir", str(results),
-               "--machine", "m1", str(tmp_path / "file" / "out"))  # fmt: skip
+               "--machine", "m1", str(tmp_path / "out"))  # fmt: skip
     assert proc.returncode == 4, proc.stdout + proc.stderr
     assert proc.stdout.startswith("::error title=Step failed::stage_results.py: unexpected ")
     assert len(proc.stdout.splitlines()) == 1 and "Traceback" not in proc.stderr

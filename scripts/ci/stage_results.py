@@ -5,12 +5,14 @@
 OUT gets NAME/ (machine.json, result files, run logs, gpu-homes.tsv) and benchmarks.json, the
 layout that scripts/ci/push_results.py expects in each artifact. Only regular files whose whole
 name the push takes are copied; anything else history may leave (a .partial file) stays behind.
+Exit 0, 2 for a bad name or an OUT that is no writable folder, 6 when history stored nothing.
 """
 
 from __future__ import annotations
 
 import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 from push_results import plain_folder_name, result_file_name
@@ -20,12 +22,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from gemmbench.cli import OneLineErrorParser, named_path  # noqa: E402
 
 
+class UnwritableOut(Exception):
+    """OUT is not, and cannot become, a folder to write in: the caller's mistake (exit 2)."""
+
+
 def stage(results_dir: Path, machine: str, out: Path) -> int:
     """Copies the files; returns how many were staged."""
     source = results_dir / machine
     if not source.is_dir():
         raise FileNotFoundError(f"{source} does not exist: history stored nothing for {machine}")
-    (out / machine).mkdir(parents=True, exist_ok=True)
+    try:  # a file in the way, or a folder we may not write in, shows here rather than mid-copy
+        (out / machine).mkdir(parents=True, exist_ok=True)
+        tempfile.TemporaryFile(dir=out / machine).close()
+    except OSError as exc:
+        raise UnwritableOut(f"OUT {str(out)!r} is not a writable folder: {exc}") from None
     count = 0
     for path in sorted(source.iterdir()):
         if path.is_file() and not path.is_symlink() and result_file_name(path.name):
@@ -55,6 +65,9 @@ def main(argv: list[str]) -> int:
     except FileNotFoundError as exc:
         print(f"::error title=Nothing to stage::{exc}")
         return 6
+    except UnwritableOut as exc:
+        print(f"stage_results: {exc}; pass a folder to stage into", file=sys.stderr)
+        return 2
     print(f"staged {count} file(s) of {opts.machine} in {opts.out}")
     return 0
 
