@@ -463,6 +463,19 @@ class TestPosting:
         assert proc.returncode == 2
         assert proc.stderr.count("\n") == 1 and "--dashboard" in proc.stderr
 
+    def test_body_out_that_cannot_be_written_is_a_usage_error(self, tmp_path):
+        """--body-out naming a folder is refused up front with the other arguments: one line,
+        exit 2, and no request made (not an unexpected IsADirectoryError, exit 4)."""
+        state = State(REPO, TOKEN)
+        with StandIn(state) as api:
+            folder = write_artifacts(tmp_path / "gates", {"m": gate_record()})
+            proc = run_script(
+                api.url, "--artifacts", str(folder), "--pr", "7", "--body-out", str(tmp_path)
+            )
+        assert proc.returncode == 2, proc.stdout + proc.stderr
+        assert proc.stderr.count("\n") == 1 and "--body-out" in proc.stderr, proc.stderr
+        assert state.requests == []
+
 
 class TestWorkflow:
     """.github/workflows/pr-comment.yml keeps to the workflow_run pattern."""

@@ -34,7 +34,7 @@ from gate_artifact import BadArtifact, Gate  # noqa: E402
 from github_api import REPO, ApiError, GitHub  # noqa: E402
 
 # One-line argument errors, exit 2, and no empty path read as "." (cli.py: standard library only).
-from gemmbench.cli import OneLineErrorParser, named_path  # noqa: E402
+from gemmbench.cli import OneLineErrorParser, cannot_write, named_path  # noqa: E402
 
 BOT = "github-actions[bot]"
 STATUS_CONTEXT = "gemmbench/gate"
@@ -121,6 +121,8 @@ def _args(argv):
         problems.append(f"--run-created {args.run_created!r} is not an ISO 8601 time")
     if args.accept_label and not accept.LABEL.fullmatch(args.accept_label):
         problems.append(f"--accept-label {args.accept_label!r} is not a label name")
+    if args.body_out and (problem := cannot_write(args.body_out, "--body-out")):
+        problems.append(problem)  # found now, not after the gates are read and the PR is found
     try:
         args.runners = [e["machine"] for e in (json.loads(args.runners) if args.runners else [])]
     except (ValueError, TypeError, KeyError):
