@@ -446,3 +446,13 @@ def test_refuses_too_many_files(tmp_path, origin):
     )  # fmt: skip
     outputs = dict(line.split("=", 1) for line in out.read_text().splitlines())
     assert_refused(proc.returncode, proc.stdout + proc.stderr, outputs, bare, "over the limit of 3")
+
+
+def test_git_failure_quotes_what_failed(tmp_path, origin):
+    """A failed git call is one ::error line quoting git's fatal: line, which says what failed,
+    not its last line of advice ("and the repository exists."); exit 4 (infrastructure)."""
+    bare, checkout = origin
+    git(checkout, "remote", "set-url", "origin", str(tmp_path / "gone.git"))
+    rc, log, outputs = push(tmp_path, artifact(tmp_path / "new", "m1"), checkout)
+    assert_refused(rc, log, outputs, bare, "git fetch exited 128: fatal: ", "gone.git", code=4)
+    assert "repository exists" not in log

@@ -336,6 +336,17 @@ def push(
     )
 
 
+def git_failure(error: subprocess.CalledProcessError) -> str:
+    """One line for a failed git call, quoting the stderr line that says what failed (git's first
+    fatal: or error: line), not the last, which is advice ("and the repository exists.")."""
+    args = list(error.cmd[3:])  # after git -C REPO; the commit's -c settings come first
+    while args[:1] == ["-c"]:
+        args = args[2:]
+    said = [line.strip() for line in (error.stderr or "").splitlines() if line.strip()]
+    failed = [line for line in said if line.startswith(("fatal:", "error:"))]
+    return f"git {args[0]} exited {error.returncode}: {(failed or said or ['no message'])[0]}"
+
+
 def output(**values: str) -> None:
     """Step outputs, when run as a GitHub Actions step."""
     if os.environ.get("GITHUB_OUTPUT"):
@@ -373,8 +384,7 @@ def main(argv: list[str]) -> int:
         output(pushed="false")
         return exc.code
     except subprocess.CalledProcessError as exc:
-        detail = (exc.stderr or "").strip().splitlines()[-1:] or ["no message"]
-        print(f"::error title=git failed::git {exc.cmd[3]} exited {exc.returncode}: {detail[0]}")
+        print(f"::error title=git failed::{git_failure(exc)}")
         output(pushed="false")
         return exitcodes.INFRASTRUCTURE
     except OSError as exc:
