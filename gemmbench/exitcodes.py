@@ -41,9 +41,9 @@ TABLE: dict[int, tuple[str, str]] = {
     ),
     INFRASTRUCTURE: (
         "infrastructure",
-        "no usable GPU, a broken driver or tool, base could not be measured, or an unexpected "
-        "error in the harness (one line names it and the log file with its traceback): not the "
-        "code's fault",
+        "no usable GPU, a broken driver or tool, a full disk, base could not be measured, or an "
+        "unexpected error in the harness (one line names it and the log file with its "
+        "traceback): not the code's fault",
     ),
     IDENTITY_MISMATCH: (
         "identity mismatch",

@@ -7,8 +7,10 @@ assert_lines.
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -19,6 +21,8 @@ from test_history import COMMITS, history_command, register_machine, run_in
 from test_history import make_project as make_tiny_project
 
 from gemmbench import exitcodes, history_run
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
 
 # --- 5 and 6. history where nothing can be measured, and interrupted ---------------------------
 
@@ -175,3 +179,22 @@ def test_interrupt_leaves_asv_traceback_in_the_log(tmp_path_factory):
     assert "Traceback" not in output and "KeyboardInterrupt" not in output, output
     assert "history: interrupted" in output
     assert "KeyboardInterrupt" in asv_log(project, project["shas"][1]).read_text()
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [('{"version": "x"}', "TypeError"), ("[" * 100_000 + "]" * 100_000, "RecursionError")],
+    ids=["wrong type", "nested too deeply"],
+)
+def test_an_asv_conf_asv_cannot_use_is_a_usage_error(tmp_path, text, says):
+    """asv checks few types itself: a value of the wrong type failed inside asv, reported as an
+    unexpected error of the harness (exit 4). It is the configuration's fault: one line, exit 2."""
+    (tmp_path / "asv.conf.json").write_text(text)
+    done = subprocess.run(
+        [sys.executable, "-m", "gemmbench", "history", "HEAD", "--machine", "cpu"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+    )  # fmt: skip
+    assert done.returncode == exitcodes.USAGE, done.stderr
+    assert done.stderr.startswith(f"history: asv cannot read {tmp_path}/asv.conf.json: {says}")
+    assert len(done.stderr.splitlines()) == 1 and "Traceback" not in done.stderr

@@ -10,6 +10,7 @@ import argparse
 import io
 import math
 import re
+from pathlib import Path
 
 import pytest
 
@@ -160,7 +161,7 @@ class TestThroughMeasure:
 
     def test_tune_opens_no_cuda_itself(self):
         """tune.py neither imports CuPy nor opens CUDA events: its GPU work is measure's."""
-        source = tune.Path(tune.__file__).read_text()
+        source = Path(tune.__file__).read_text()
         assert not re.search(r"^\s*(import|from)\s+cupy", source, re.M)
         assert not re.search(r"cuda\.Event|\bEvent\(|DeviceTimer\(", source)
 
