@@ -34,7 +34,7 @@ def replace_file(path: str | os.PathLike, data: str | bytes, *, follow_links: bo
         except PermissionError:
             if regular is None:
                 raise
-            _write_in_place_unfollowed(path, raw)
+            _write_in_place_unfollowed(path, raw, regular)
         return
     found = _stat(path, os.stat)
     if found is not None and (stream := _standard_stream(found)) is not None:
@@ -53,13 +53,17 @@ def replace_file(path: str | os.PathLike, data: str | bytes, *, follow_links: bo
             out.write(raw)
 
 
-def _write_in_place_unfollowed(path, raw: bytes) -> None:
-    """Truncate and write the regular file at ``path``; a link or anything else put there since
-    is refused (O_NOFOLLOW, and O_NONBLOCK so that a pipe cannot hold the open)."""
-    fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+def _write_in_place_unfollowed(path, raw: bytes, seen: os.stat_result) -> None:
+    """Truncate and write the regular file ``seen`` at ``path``. Anything else there by now is
+    refused: a link (O_NOFOLLOW), a pipe (O_NONBLOCK: it cannot hold the open; not regular),
+    another file, or one with a second name that writing would reach (a hard link)."""
+    flags = os.O_WRONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+    fd = os.open(path, flags)
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise PermissionError(f"{path} is no longer a regular file; not written")
+        found = os.fstat(fd)
+        same = (found.st_dev, found.st_ino) == (seen.st_dev, seen.st_ino)
+        if not (stat.S_ISREG(found.st_mode) and same and found.st_nlink == 1):
+            raise PermissionError(f"{path} is not the lone regular file it was; not written")
         os.ftruncate(fd, 0)
         _write_all(fd, raw)
     finally:

@@ -105,6 +105,33 @@ def test_judge_writes_a_regular_file_in_a_closed_folder_in_place(monkeypatch, tm
     assert elsewhere.read_text() == "untouched" and path.is_symlink()
 
 
+@pytest.mark.parametrize("kind", ["hard link", "pipe"])
+def test_judge_refuses_what_else_a_closed_folder_holds(monkeypatch, tmp_path, kind):
+    """Written in place only where the name is the lone name of the file first seen: a second
+    name (a hard link to the thresholds, say) or a pipe swapped in is refused, not written."""
+    path = tmp_path / "gate.json"
+    elsewhere = tmp_path / "thresholds.toml"
+    elsewhere.write_text("untouched")
+    if kind == "hard link":
+        os.link(elsewhere, path)
+    else:
+        path.write_text("old")
+    real_open = os.open
+
+    def refusing(name, flags, *args, **kwargs):
+        if str(name).endswith(".partial"):
+            if kind == "pipe":
+                path.unlink()
+                os.mkfifo(path)
+            raise PermissionError(errno.EACCES, "Permission denied")
+        return real_open(name, flags, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", refusing)
+    with pytest.raises(OSError):
+        files.replace_file(path, "new", follow_links=False)
+    assert elsewhere.read_text() == "untouched"
+
+
 def test_judge_refuses_a_link_swapped_in_after_its_check(monkeypatch, tmp_path):
     """A regular file replaced by a link between the check and the write is not written
     through (O_NOFOLLOW)."""
