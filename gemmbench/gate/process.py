@@ -229,9 +229,15 @@ def pin_to_one_cpu(pids: Sequence[int], cpu: int | None = None) -> int | None:
     allowed = sorted(os.sched_getaffinity(0))
     cpu = allowed[-1 - (cpu or 0) % len(allowed)]  # from the last: CPU 0 takes interrupts
     for pid in pids:
-        for thread in _threads_of(pid):
-            with contextlib.suppress(OSError):  # a worker that has just died is reported elsewhere
-                os.sched_setaffinity(thread, {cpu})
+        pinned: set[int] = set()
+        # Again until no new thread shows: one may start one while the first are being pinned.
+        while new := set(_threads_of(pid)) - pinned:
+            for thread in new:
+                with contextlib.suppress(
+                    OSError
+                ):  # a worker that has just died: reported elsewhere
+                    os.sched_setaffinity(thread, {cpu})
+            pinned |= new
     return cpu
 
 
