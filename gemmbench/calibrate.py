@@ -27,7 +27,7 @@ from pathlib import Path
 from . import exitcodes, files
 from . import gate as gate_api
 from . import thresholds as thresholds_mod
-from .cli import OneLineErrorParser, cannot_write, named, output_file
+from .cli import OneLineErrorParser, cannot_write, machine_fault, named, output_file
 from .gate.decision import BROKEN, INCONCLUSIVE, INFRA, INTERRUPTED, PASS, REGRESSION, USAGE
 from .stats import smallest_p
 from .thresholds_edit import gpu_table_for, toml_string, unwritable_gpu_name, write_gpu_gate
@@ -354,7 +354,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"the calibrated [gpu.{toml_string(gpu)}.gate] is {values}",
             file=sys.stderr,
         )
-        return exitcodes.USAGE
+        return exitcodes.INFRASTRUCTURE if machine_fault(exc) else exitcodes.USAGE
     print(f"wrote [gpu.{toml_string(gpu)}.gate] {values} into {path}")
     return exitcodes.OK
 

@@ -33,7 +33,7 @@ class OneLineErrorParser(argparse.ArgumentParser):
 
 def bad_machine_name(name: str, option: str = "--machine") -> str | None:
     """Why ``name`` cannot be a machine's results folder (None if it can)."""
-    if MACHINE_NAME.match(name) and ".." not in name:
+    if MACHINE_NAME.fullmatch(name) and ".." not in name:
         return None
     return f"{option} {name!r} is not a plain folder name; {MACHINE_NAME_RULE}"
 
@@ -121,7 +121,7 @@ def _run_main(name: str, main: Callable[[list[str]], int], argv: list[str]) -> i
         print(f"gemmbench {name}: {what}", file=sys.stderr)
         return exitcodes.INTERRUPTED
     except OSError as exc:
-        if exc.errno not in _MACHINE_ERRORS:
+        if not machine_fault(exc):
             return _unexpected(name, argv, exc)
         where = f" ({exc.filename})" if exc.filename else ""
         print(f"gemmbench {name}: {exc.strerror}{where}: a fault of this machine", file=sys.stderr)
@@ -130,8 +130,10 @@ def _run_main(name: str, main: Callable[[list[str]], int], argv: list[str]) -> i
         return _unexpected(name, argv, exc)
 
 
-# Errors of the machine a command runs on: no fault of the harness, and nothing to report.
-_MACHINE_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EIO}
+def machine_fault(exc: BaseException) -> bool:
+    """Whether ``exc`` is the machine's (a full disk or quota, an I/O error): exit 4, never the
+    user's input (2) nor a fault of the harness to report."""
+    return isinstance(exc, OSError) and exc.errno in {errno.ENOSPC, errno.EDQUOT, errno.EIO}
 
 
 def _unexpected(name: str, argv: list[str], exc: Exception) -> int:

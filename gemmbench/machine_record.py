@@ -10,7 +10,7 @@ from pathlib import Path
 
 from . import exitcodes, machine
 from .asv_process import machine_file_path
-from .cli import OneLineErrorParser, bad_machine_name, cannot_write, named_path
+from .cli import OneLineErrorParser, bad_machine_name, cannot_write, machine_fault, named_path
 from .results import check_machine_file
 
 # Exit statuses (gemmbench/exitcodes.py, docs/exit-codes.md): no usable GPU or driver is an
@@ -328,7 +328,7 @@ def main(argv: list[str] | None = None) -> int:
             f"({exc.strerror or exc}); pass a writable path",
             file=sys.stderr,
         )
-        return exitcodes.USAGE
+        return exitcodes.INFRASTRUCTURE if machine_fault(exc) else exitcodes.USAGE
     print(
         f"asv machine {name!r}: {gpu['gpu_model']} (compute {gpu['gpu_compute_capability']}), "
         f"driver {gpu['gpu_driver']}, CUDA {gpu['gpu_cuda_runtime']}, CuPy {gpu['gpu_cupy']}, "

@@ -338,9 +338,13 @@ class TestCalibrateRules:
         write_gpu_gate(path, "H200", {"tolerance": 0.009}, "note")
         assert seen == [["t.toml"]] and "tolerance = 0.009" in path.read_text()
 
-    def test_a_failed_write_still_says_the_values(self, tmp_path, monkeypatch, capsys):
+    @pytest.mark.parametrize(
+        ("error", "code"), [(13, 2), (28, 4)], ids=["permission denied", "full disk"]
+    )
+    def test_a_failed_write_still_says_the_values(self, tmp_path, monkeypatch, capsys, error, code):
         """The table cannot be written after all the runs: one line says why and gives the
-        calibrated values, so that the runs are not lost."""
+        calibrated values, so that the runs are not lost. A full disk is the machine's (4), a
+        file the user may not write theirs (2)."""
         from gemmbench import calibrate, thresholds
         from gemmbench.gate import decision
 
@@ -356,16 +360,17 @@ class TestCalibrateRules:
             return decision.Report(decision.PASS, comparisons=[compared], meta=meta, config=config)
 
         def refused(*args):
-            raise PermissionError(13, "Permission denied")
+            raise OSError(error, os.strerror(error))
 
         monkeypatch.setattr(calibrate, "one_run", quiet_run)
         monkeypatch.setattr(calibrate, "write_gpu_gate", refused)
-        code = calibrate.main(["--runs", "2", "--thresholds", str(path), "--gpu", "CPU double"])
+        argv = ["--runs", "2", "--thresholds", str(path), "--gpu", "CPU double"]
+        returned = calibrate.main(argv)
         err = [
             line for line in capsys.readouterr().err.splitlines() if not line.startswith("[gate]")
         ]
-        assert code == 2 and len(err) == 1, err
-        assert "Permission denied" in err[0] and "'tolerance': 0.005" in err[0], err
+        assert returned == code and len(err) == 1, err
+        assert os.strerror(error) in err[0] and "'tolerance': 0.005" in err[0], err
 
 
 @pytest.mark.parametrize(

@@ -188,6 +188,25 @@ def test_stage_results_refuses_an_out_that_is_no_folder(tmp_path):
         assert (tmp_path / "file").read_text() == ""
 
 
+def test_stage_results_leaves_a_full_disk_to_the_machine(tmp_path, monkeypatch):
+    """A full disk as OUT is checked is no mistake of the caller's: it is raised for step_main's
+    exit 4, not reported as an OUT that is no writable folder (exit 2)."""
+    import errno
+    import tempfile
+
+    import stage_results
+
+    results = tmp_path / "results"
+    machine_results(results, "m1")
+
+    def full(**kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(tempfile, "TemporaryFile", full)
+    with pytest.raises(OSError, match="No space left"):
+        stage_results.stage(results, "m1", tmp_path / "out")
+
+
 def test_unexpected_error_is_one_line_and_exit_4(tmp_path):
     """A step script that meets an error it does not handle (here: a result file's name is taken
     by a folder in OUT) prints one ::error:: line and exits 4, never Python's 1 (a regression)

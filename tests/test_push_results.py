@@ -360,7 +360,7 @@ def test_machine_name_rule_is_shared():
     import push_results
 
     assert cli.MACHINE_NAME.pattern == push_results.MACHINE.pattern
-    for name in ("", ".", "..", "../x", "a/b", "-x", "h200", "nvidia-h200.1"):
+    for name in ("", ".", "..", "../x", "a/b", "-x", "h200", "nvidia-h200.1", "h200\n"):
         assert (cli.bad_machine_name(name) is None) == push_results.plain_folder_name(name)
 
 

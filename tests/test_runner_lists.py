@@ -51,8 +51,10 @@ ENTRY = {"machine": "h100-pr-02", "labels": ["self-hosted", "gpu", "gpu-pr", "h1
         ("[{", "GPU_PR_RUNNERS is not JSON"),
         ("[]", "GPU_PR_RUNNERS must be a JSON list naming at least one runner"),
         ('{"machine": "x"}', "must be a JSON list"),
-        (json.dumps([{**ENTRY, "machine": "../x"}]), "machine '../x' is not a plain name"),
-        (json.dumps([{**ENTRY, "machine": 7}]), "machine 7 is not a plain name"),
+        (json.dumps([{**ENTRY, "machine": "../x"}]), "machine '../x' is not a plain folder name"),
+        (json.dumps([{**ENTRY, "machine": "h100\n"}]), "machine 'h100\\n' is not a plain folder"),
+        (json.dumps([{**ENTRY, "machine": 7}]), "machine 7 is not text"),
+        ("[" * 20_000 + "]" * 20_000, "GPU_PR_RUNNERS is nested too deeply"),
         (json.dumps([ENTRY, ENTRY]), "machine 'h100-pr-02' is listed twice"),
         (json.dumps([{**ENTRY, "labels": "gpu-pr"}]), "labels must be a list of plain labels"),
         (json.dumps([{**ENTRY, "labels": ["gpu"]}]), "labels must include gpu-pr and not"),
@@ -70,7 +72,7 @@ def test_a_bad_list_is_one_line_and_exit_2(override, says):
     assert says in proc.stderr
 
 
-def test_a_file_without_the_pool_is_named(tmp_path, monkeypatch):
+def test_a_file_without_the_pool_is_named(tmp_path):
     sys.path.insert(0, str(SCRIPT.parent))
     try:
         import runners
@@ -82,6 +84,9 @@ def test_a_file_without_the_pool_is_named(tmp_path, monkeypatch):
         runners.runner_list("gpu-history", "", other)
     with pytest.raises(runners.BadRunners, match="cannot read"):
         runners.runner_list("gpu-pr", "", tmp_path / "missing.json")
+    other.write_bytes(b'{"gpu-pr": "\xff"}')
+    with pytest.raises(runners.BadRunners, match="runners.json is not UTF-8 text"):
+        runners.runner_list("gpu-pr", "", other)
 
 
 def test_the_documented_lists_are_accepted():

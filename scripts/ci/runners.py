@@ -24,12 +24,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from gemmbench import exitcodes  # noqa: E402
 
 # One-line argument errors, exit 2 (gemmbench/cli.py imports only the standard library).
-from gemmbench.cli import OneLineErrorParser  # noqa: E402
+from gemmbench.cli import OneLineErrorParser, bad_machine_name  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNNERS_FILE = ROOT / ".github" / "runners.json"
 VARIABLES = {"gpu-pr": "GPU_PR_RUNNERS", "gpu-history": "GPU_HISTORY_RUNNERS"}
-MACHINE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 GPUS = re.compile(r"all|\d+(,\d+)*")
 
@@ -45,8 +44,12 @@ def runner_list(pool: str, override: str = "", file: Path = RUNNERS_FILE) -> lis
         runners = json.loads(override) if override.strip() else json.loads(file.read_text())[pool]
     except OSError as exc:
         raise BadRunners(f"cannot read {file}: {exc.strerror}") from None
-    except ValueError as exc:
+    except UnicodeDecodeError:
+        raise BadRunners(f"{file} is not UTF-8 text") from None
+    except json.JSONDecodeError as exc:
         raise BadRunners(f"{where} is not JSON ({exc.msg} at line {exc.lineno})") from None
+    except RecursionError:  # json follows nesting by recursion
+        raise BadRunners(f"{where} is nested too deeply to be a runner list") from None
     except (KeyError, TypeError):
         raise BadRunners(f"{file.name} has no {pool!r} list") from None
     if not isinstance(runners, list) or not runners:
@@ -57,11 +60,10 @@ def runner_list(pool: str, override: str = "", file: Path = RUNNERS_FILE) -> lis
         if not isinstance(entry, dict) or set(entry) - {"machine", "labels", "gpus"}:
             raise BadRunners(f"{where}, entry {index}: expected keys machine, labels and gpus")
         machine, labels = entry.get("machine"), entry.get("labels")
-        if not isinstance(machine, str) or not MACHINE.fullmatch(machine) or ".." in machine:
-            raise BadRunners(
-                f"{where}, entry {index}: machine {machine!r} is not a plain name "
-                "(letters, digits, . _ -, at most 64)"
-            )
+        if not isinstance(machine, str):
+            raise BadRunners(f"{where}, entry {index}: machine {machine!r} is not text")
+        if why := bad_machine_name(machine, "machine"):
+            raise BadRunners(f"{where}, entry {index}: {why}")
         if machine in seen:
             raise BadRunners(f"{where}: machine {machine!r} is listed twice")
         seen.add(machine)

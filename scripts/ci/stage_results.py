@@ -5,7 +5,8 @@
 OUT gets NAME/ (machine.json, result files, run logs, gpu-homes.tsv) and benchmarks.json, the
 layout that scripts/ci/push_results.py expects in each artifact. Only regular files whose whole
 name the push takes are copied; anything else history may leave (a .partial file) stays behind.
-Exit 0, 2 for a bad name or an OUT that is no writable folder, 6 when history stored nothing.
+Exit 0, 2 for a bad name or an OUT that is no writable folder, 6 when history stored nothing,
+4 for a full disk.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from push_results import plain_folder_name, result_file_name
 
 # One-line argument errors, exit 2, and no empty path read as "." (cli.py: standard library only).
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from gemmbench.cli import OneLineErrorParser, named_path  # noqa: E402
+from gemmbench import exitcodes  # noqa: E402
+from gemmbench.cli import OneLineErrorParser, machine_fault, named_path  # noqa: E402
 
 
 class UnwritableOut(Exception):
@@ -35,6 +37,8 @@ def stage(results_dir: Path, machine: str, out: Path) -> int:
         (out / machine).mkdir(parents=True, exist_ok=True)
         tempfile.TemporaryFile(dir=out / machine).close()
     except OSError as exc:
+        if machine_fault(exc):
+            raise  # a full disk: step_main's exit 4
         raise UnwritableOut(f"OUT {str(out)!r} is not a writable folder: {exc}") from None
     count = 0
     for path in sorted(source.iterdir()):
@@ -59,17 +63,17 @@ def main(argv: list[str]) -> int:
             "digits, . _ -); pass the machine name history stored results under",
             file=sys.stderr,
         )
-        return 2
+        return exitcodes.USAGE
     try:
         count = stage(opts.results_dir, opts.machine, opts.out)
     except FileNotFoundError as exc:
         print(f"::error title=Nothing to stage::{exc}")
-        return 6
+        return exitcodes.CHECK_FAILED
     except UnwritableOut as exc:
         print(f"stage_results: {exc}; pass a folder to stage into", file=sys.stderr)
-        return 2
+        return exitcodes.USAGE
     print(f"staged {count} file(s) of {opts.machine} in {opts.out}")
-    return 0
+    return exitcodes.OK
 
 
 if __name__ == "__main__":
