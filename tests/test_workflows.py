@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import fnmatch
 import json
 import os
@@ -379,9 +380,12 @@ def verdict_job_problems(job: dict) -> list[str]:
             f"needs {job.get('needs')}: only the CPU job, whose results it ignores, and the "
             "runner list"
         )
-    # The runner list, read by the base's script from the base's checkout, picks the runner only.
-    without_runners = {**job, "strategy": {"matrix": {}}}
-    if job.get("strategy", {}).get("matrix", {}).get("include") != RUNNER_LIST:
+    # The runner list, read by the base's script from the base's checkout, picks the runner only:
+    # the one place an earlier job's output may appear.
+    without_runners = copy.deepcopy(job)
+    if job.get("strategy", {}).get("matrix", {}).get("include") == RUNNER_LIST:
+        del without_runners["strategy"]["matrix"]["include"]
+    else:
         problems.append("the matrix is not the runner list")
     if "needs." in json.dumps(without_runners) or "download-artifact" in json.dumps(job):
         problems.append("takes outputs or artifacts of earlier jobs")
@@ -447,12 +451,12 @@ def test_verdict_job_runs_no_head_code():
         "needs gpu",
         "output in env",
         "runner list from head",
+        "cpu output in the matrix",
+        "cpu output beside the matrix",
     ],
 )
 def test_verdict_job_check_catches(mutation):
     """The check above fails a verdict job that runs head code or trusts an earlier job."""
-    import copy
-
     pr = workflow(WORKFLOW_DIR / "pr.yml")["jobs"]
     job = copy.deepcopy(pr["gate"])
     at = next(i for i, s in enumerate(job["steps"]) if "ci/gate.sh" in s.get("run", ""))
@@ -469,6 +473,10 @@ def test_verdict_job_check_catches(mutation):
         job["needs"] = ["cpu", "gpu"]
     elif mutation == "output in env":
         job["env"]["LIST"] = "${{ needs.runners.outputs.list }}"
+    elif mutation == "cpu output in the matrix":
+        job["strategy"]["matrix"]["size"] = "${{ needs.cpu.outputs.size }}"
+    elif mutation == "cpu output beside the matrix":
+        job["strategy"]["max-parallel"] = "${{ needs.cpu.outputs.size }}"
     else:
         runners = copy.deepcopy(pr["runners"])
         del runners["steps"][0]["with"]["ref"]
