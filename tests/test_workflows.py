@@ -262,6 +262,14 @@ def test_write_scopes_are_confined():
             assert (name, job_id) == ("main.yml", "deploy")
 
 
+def test_actionlint_knows_every_variable():
+    """Every vars.NAME the workflows read is in actionlint.yaml's config-variables: once that list
+    is set, actionlint reports any other name (checked here too, where it cannot be installed)."""
+    known = load_yaml((ROOT / ".github" / "actionlint.yaml").read_text())["config-variables"]
+    used = {m for p in WORKFLOWS for m in re.findall(r"\bvars\.([A-Za-z_]\w*)", p.read_text())}
+    assert used and used <= set(known), used - set(known)
+
+
 def test_pr_and_history_runners_are_separate():
     """PR GPU jobs run only on gpu-pr runners and history only on gpu-history runners, with
     disjoint machine names, and actionlint knows every default label."""
