@@ -120,14 +120,12 @@ def _run_main(name: str, main: Callable[[list[str]], int], argv: list[str]) -> i
         what = "terminated" if isinstance(exc, Terminated) else "interrupted"
         print(f"gemmbench {name}: {what}", file=sys.stderr)
         return exitcodes.INTERRUPTED
-    except OSError as exc:
+    except Exception as exc:  # the last resort: everything expected was handled in `main`
         if not machine_fault(exc):
             return _unexpected(name, argv, exc)
         where = f" ({exc.filename})" if exc.filename else ""
         print(f"gemmbench {name}: {exc.strerror}{where}: a fault of this machine", file=sys.stderr)
         return exitcodes.INFRASTRUCTURE
-    except Exception as exc:  # the last resort: everything expected was handled in `main`
-        return _unexpected(name, argv, exc)
 
 
 def machine_fault(exc: BaseException) -> bool:

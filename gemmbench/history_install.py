@@ -68,11 +68,11 @@ def load_config(path: Path):
     # ValueError: json5's, for a file that is not JSON. asv checks few types: a value of the
     # wrong type ("version": "x") fails as it is compared or used, with a TypeError or the like.
     except (UserError, ValueError, TypeError, AttributeError, KeyError, RecursionError) as exc:
-        said = str(exc).strip().splitlines()
-        why = said[0] if isinstance(exc, (UserError, ValueError)) and said else None
+        said = (str(exc).strip().splitlines() or [""])[0]
+        if not (isinstance(exc, (UserError, ValueError)) and said):
+            said = f"{type(exc).__name__}: {said}"  # a TypeError's text alone says too little
         raise HistoryError(
-            f"asv cannot read {path}: {why or f'{type(exc).__name__}: {exc}'.splitlines()[0]}; "
-            "fix it or pass another --config"
+            f"asv cannot read {path}: {said}; fix it or pass another --config"
         ) from None
 
 

@@ -233,9 +233,8 @@ def pin_to_one_cpu(pids: Sequence[int], cpu: int | None = None) -> int | None:
         # Again until no new thread shows: one may start one while the first are being pinned.
         while new := set(_threads_of(pid)) - pinned:
             for thread in new:
-                with contextlib.suppress(
-                    OSError
-                ):  # a worker that has just died: reported elsewhere
+                # A worker that has just died is reported elsewhere.
+                with contextlib.suppress(OSError):
                     os.sched_setaffinity(thread, {cpu})
             pinned |= new
     return cpu

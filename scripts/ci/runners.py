@@ -19,14 +19,14 @@ import re
 import sys
 from pathlib import Path
 
+ROOT = Path(__file__).resolve().parents[2]
 # The harness's one exit-code table (docs/exit-codes.md); gemmbench/exitcodes.py imports nothing.
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(ROOT))
 from gemmbench import exitcodes  # noqa: E402
 
 # One-line argument errors, exit 2 (gemmbench/cli.py imports only the standard library).
 from gemmbench.cli import OneLineErrorParser, bad_machine_name  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[2]
 RUNNERS_FILE = ROOT / ".github" / "runners.json"
 VARIABLES = {"gpu-pr": "GPU_PR_RUNNERS", "gpu-history": "GPU_HISTORY_RUNNERS"}
 LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
